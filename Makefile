@@ -1,0 +1,39 @@
+# Two commands: `make demo` (the main job) and `make test` (the suite). Each sets up .venv first.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.turngym-installed
+APT_PACKAGES := chromium-headless-shell bubblewrap
+
+.PHONY: demo test lint bench system-deps clean
+
+demo: $(STAMP) system-deps
+	$(PY) -m turngym demo
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# torch first, pinned, so pip takes the CPU build already on disk instead of downloading CUDA.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[all,dev]"
+	touch $(STAMP)
+
+# Debian packages the browser and sandbox need; installed only when missing and we are root.
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
+	  else echo "warning: missing Debian packages:$$missing (not root: tests that need them will skip)"; fi; \
+	fi
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,3 @@
+import contract_env
+
+contract_env.register()

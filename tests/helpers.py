@@ -1,0 +1,44 @@
+"""Shared test helpers: which envs the registry-wide tests cover, and when to skip one."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+import turngym
+
+# Families with many near-identical ids test a sample of them in the registry-wide tests;
+# each family's own tests cover the rest.
+SAMPLED_FAMILIES: dict[str, int] = {"miniwob": 4}
+
+
+def contract_env_ids() -> list[str]:
+    ids, seen = [], {}
+    for s in turngym.list_envs():
+        limit = SAMPLED_FAMILIES.get(s.family)
+        seen[s.family] = seen.get(s.family, 0) + 1
+        if limit is None or seen[s.family] <= limit:
+            ids.append(s.id)
+    return ids
+
+
+def missing_requirement(env_id: str) -> str | None:
+    """Why this machine cannot run the env, or None."""
+    needs = turngym.spec(env_id).needs
+    if "browser" in needs:
+        if importlib.util.find_spec("playwright") is None:
+            return "playwright is not installed"
+        if not (shutil.which("chromium-headless-shell") or shutil.which("chromium")):
+            return "no Chromium (apt-get install chromium-headless-shell)"
+    if "model" in needs and importlib.util.find_spec("transformers") is None:
+        return "transformers is not installed"
+    return None
+
+
+def make_or_skip(env_id: str, **kwargs):
+    reason = missing_requirement(env_id)
+    if reason:
+        pytest.skip(f"{env_id}: {reason}")
+    return turngym.make(env_id, **kwargs)

@@ -1,0 +1,17 @@
+"""turngym: environments, tools, policies and multi-turn RL trainers for LLM agents."""
+
+from turngym.core import (
+    STEP_INFO_KEYS, Completion, Conversation, EnvPool, EnvSpec, Policy, Step, StepInfo, Trajectory,
+    TurnEnv, UnicodeText, list_envs, make, read_jsonl, register, spec, state_key, write_jsonl,
+)
+from turngym.envs import register_builtin_envs
+
+__version__ = "0.1.0"
+
+register_builtin_envs()
+
+__all__ = [
+    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvSpec", "Policy", "Step",
+    "StepInfo", "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "make", "read_jsonl",
+    "register", "spec", "state_key", "write_jsonl",
+]

@@ -1,0 +1,3 @@
+from turngym.cli import main
+
+raise SystemExit(main())

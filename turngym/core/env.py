@@ -1,0 +1,232 @@
+"""TurnEnv: the Gymnasium base class every turngym environment builds on.
+
+A subclass implements four hooks and gets the rest of the contract (task choice, seeding,
+turn limits, StepInfo with the same keys everywhere) from this class:
+
+    task_ids(split)      -> stable ids of the tasks in a split
+    get_task(task_id)    -> the task row (a JSON-serialisable dict with "task_id")
+    _reset(task)         -> (observation, info fields)
+    _step(action)        -> (observation, reward, terminated, truncated, info fields)
+
+and optionally ``state(self)`` (the canonical true state; hashed into ``state_key``),
+``admissible_actions()``, ``tools()`` (JSON-schema specs for tools mode), ``instructions()``
+(the system prompt) and ``expert_action()`` (the oracle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from turngym.core.spaces import UnicodeText
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys, sets sorted, tuples as lists: equal values give equal text."""
+    return json.dumps(_canonical(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((_canonical(v) for v in obj), key=canonical_json)
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
+    if isinstance(obj, np.generic):
+        return _canonical(obj.item())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _canonical(dataclasses.asdict(obj))
+    return obj
+
+
+def state_key(state: Any) -> str:
+    """Stable hex digest of a state: same across processes, runs and machines.
+
+    Never Python's ``hash()``, which is salted per process for strings.
+    """
+    return hashlib.blake2b(canonical_json(state).encode(), digest_size=12).hexdigest()
+
+
+@dataclass
+class StepInfo:
+    """The ``info`` dict of every turngym env; every key is present on every step."""
+
+    turn: int = 0
+    task_id: str = ""
+    episode_id: str = ""
+    state_key: str = ""
+    admissible_actions: list[str] | None = None
+    action_valid: bool = True
+    parse_error: str | None = None
+    messages: list[dict] = field(default_factory=list)
+    tools: list[dict] | None = None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    progress: float = 0.0
+    is_success: bool = False
+    done_reason: str | None = None
+    scorable: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+STEP_INFO_KEYS = tuple(f.name for f in dataclasses.fields(StepInfo))
+
+
+class TurnEnv(gym.Env[str, str]):
+    """Base class: text actions in, text observations out, StepInfo in ``info``."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
+    #: the split tasks are drawn from when reset() names none
+    default_split: str = "train"
+
+    def __init__(self, *, split: str | None = None, max_turns: int | None = None,
+                 render_mode: str | None = None):
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode: {render_mode!r} is not supported; allowed: None, 'ansi'")
+        self.render_mode = render_mode
+        self.split = split or self.default_split
+        self.max_turns = max_turns
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self.task: dict[str, Any] | None = None
+        self.turn = 0
+        self.episode_id = ""
+        self.episode_seed = 0
+        self._last_observation = ""
+        self._done = False
+
+    # ----- hooks for subclasses -------------------------------------------------------------
+    def task_ids(self, split: str | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        """The canonical true state; its hash is ``info['state_key']``."""
+        return {"turn": self.turn, "observation": self._last_observation}
+
+    def admissible_actions(self) -> list[str] | None:
+        return None
+
+    def tools(self) -> list[dict] | None:
+        return None
+
+    def instructions(self) -> str:
+        """System prompt: what the agent is and which actions it may take."""
+        return ""
+
+    def expert_action(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__} has no expert")
+
+    # ----- Gymnasium API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"task_id", "split", "task"}
+        if unknown:
+            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; allowed: task_id, split, task")
+        # Everything random in the episode derives from this seed, drawn from np_random so
+        # that reset(seed=s) fixes the whole episode.
+        self.episode_seed = int(self.np_random.integers(0, 2**31 - 1))
+        task = self._choose_task(options)
+        self.task = task
+        self.turn = 0
+        self._done = False
+        spec_id = self.spec.id if self.spec is not None else type(self).__name__
+        self.episode_id = state_key([spec_id, task["task_id"], self.episode_seed])[:16]
+        obs, fields = self._reset(task)
+        fields = dict(fields)
+        fields.setdefault("tools", self.tools())
+        fields.setdefault("messages", _reset_messages(self.instructions(), obs))
+        info = self._info(obs, 0.0, fields)
+        self._last_observation = obs
+        return obs, info
+
+    def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        if "task" in options:
+            task = dict(options["task"])
+            if "task_id" not in task:
+                raise ValueError("reset options: 'task' must be a dict with a 'task_id' key")
+            return task
+        if "task_id" in options:
+            return self.get_task(str(options["task_id"]))
+        split = options.get("split", self.split)
+        ids = self.task_ids(split)
+        if not ids:
+            raise ValueError(f"split: {split!r} has no tasks")
+        return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
+
+    def step(self, action: str):
+        if self.task is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if not isinstance(action, str):
+            action = "" if action is None else str(action)
+        self.turn += 1
+        obs, reward, terminated, truncated, fields = self._step(action)
+        fields = dict(fields)
+        limit = self.max_turns or (self.spec.max_episode_steps if self.spec is not None else None)
+        if limit and self.turn >= limit and not terminated:
+            truncated = True
+            fields.setdefault("done_reason", "max_turns")
+        if terminated or truncated:
+            fields.setdefault("done_reason", "terminated" if terminated else "truncated")
+            self._done = True
+        fields.setdefault("messages", [{"role": "user", "content": obs}])
+        info = self._info(obs, float(reward), fields)
+        self._last_observation = obs
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def _info(self, obs: str, reward: float, fields: dict[str, Any]) -> dict[str, Any]:
+        self._last_observation = obs
+        extra = fields.pop("extra", {})
+        unknown = set(fields) - set(STEP_INFO_KEYS)
+        if unknown:  # env-specific keys go under "extra" so every env has the same keys
+            extra = {**extra, **{k: fields.pop(k) for k in sorted(unknown)}}
+        components = fields.pop("reward_components", None) or {"reward": reward}
+        if not math.isclose(sum(components.values()), reward, abs_tol=1e-6):
+            raise AssertionError(f"reward_components {components} do not sum to reward {reward}")
+        info = StepInfo(
+            turn=self.turn,
+            task_id=str(self.task["task_id"]),
+            episode_id=self.episode_id,
+            state_key=fields.pop("state_key", None) or state_key(self.state()),
+            admissible_actions=fields.pop("admissible_actions", None) if "admissible_actions" in fields
+            else self.admissible_actions(),
+            reward_components=components,
+            extra=extra,
+            **fields,
+        )
+        return info.to_dict()
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._last_observation
+        return None
+
+    def close(self):
+        # Idempotent: closing twice is fine for every env.
+        self.task = None
+
+
+def _reset_messages(instructions: str, obs: str) -> list[dict]:
+    messages = [{"role": "system", "content": instructions}] if instructions else []
+    return messages + [{"role": "user", "content": obs}]

@@ -1,0 +1,130 @@
+"""Step and Trajectory records, and their JSONL files (one trajectory a line).
+
+A Step holds one turn: the observation the agent saw, the action it sent, what the env
+answered, and what training needs (token ids, log-probs, entropies, loss mask, parsed spans).
+Fields a run does not use stay empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+
+@dataclass
+class Step:
+    turn: int
+    observation: str           # what the agent saw before acting
+    action: str                # what it sent to env.step (the raw completion)
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    state_key: str = ""        # key of the state the action was taken in
+    info: dict[str, Any] = field(default_factory=dict)   # StepInfo after the step
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)  # 1 on completion tokens the loss may use
+    spans: dict[str, list[int]] = field(default_factory=dict)  # name -> [start, end) chars of action
+    advantage: float | None = None   # filled in by a trainer, shown by the viewer
+
+    @property
+    def next_state_key(self) -> str:
+        return self.info.get("state_key", "")
+
+
+@dataclass
+class Trajectory:
+    env_id: str
+    task_id: str
+    seed: int | None
+    steps: list[Step] = field(default_factory=list)
+    group_id: str = ""
+    trajectory_id: str = ""
+    initial_observation: str = ""
+    initial_info: dict[str, Any] = field(default_factory=dict)
+    episode_return: float = 0.0
+    success: bool = False
+    scorable: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        return len(self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        data = dict(data)
+        names = {f.name for f in dataclasses.fields(Step)}
+        data["steps"] = [Step(**{k: v for k, v in s.items() if k in names}) for s in data.get("steps", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory], append: bool = True) -> None:
+    """Append trajectories, each with a single ``write`` of one whole line.
+
+    With O_APPEND one write() of a line is not interleaved with other writers, and a killed
+    process leaves at most a partial last line, which ``read_jsonl`` skips.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o644)
+    try:
+        if append and os.fstat(fd).st_size > 0 and not _ends_with_newline(path):
+            os.write(fd, b"\n")  # a line cut by a killed writer must not swallow ours
+        for traj in trajectories:
+            line = (json.dumps(traj.to_dict(), ensure_ascii=False) + "\n").encode()
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{lineno}: skipping a cut-off line (a writer was killed mid-write)",
+                              stacklevel=2)
+                continue
+            yield Trajectory.from_dict(data)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Trajectory]:
+    return list(iter_jsonl(path))
+
+
+def to_dataset(trajectories: Iterable[Trajectory]):
+    """A Hugging Face ``datasets.Dataset`` with one row per trajectory (needs ``datasets``)."""
+    import datasets
+
+    rows = [t.to_dict() for t in trajectories]
+    for row in rows:  # free-form dicts become JSON text so Arrow gets one schema
+        row["initial_info"] = json.dumps(row["initial_info"])
+        row["metadata"] = json.dumps(row["metadata"])
+        for s in row["steps"]:
+            s["info"] = json.dumps(s["info"])
+            s["spans"] = json.dumps(s["spans"])
+    return datasets.Dataset.from_list(rows)

@@ -1,0 +1,110 @@
+"""Registry of turngym environments, mirrored into Gymnasium's.
+
+``register`` records a spec and mirrors it into Gymnasium's registry, so after
+``import turngym`` both ``turngym.make(id)`` and ``gymnasium.make(id)`` work. Third-party
+packages declare an entry point in the group ``turngym.envs`` whose target is a function that
+calls ``turngym.register``; those are read lazily, on listing or on an unknown id, never at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+import gymnasium as gym
+
+ENTRY_POINT_GROUP = "turngym.envs"
+NEEDS = ("browser", "sandbox", "model")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    id: str
+    entry_point: str | Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    description: str = ""
+    family: str = ""
+    modality: str = "text"
+    needs: tuple[str, ...] = ()
+    nondeterministic: bool = False
+
+    @property
+    def tags(self) -> dict[str, Any]:
+        return {"family": self.family, "modality": self.modality, "needs": list(self.needs)}
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+_plugins_loaded = False
+
+
+def register(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, Any] | None = None,
+             max_episode_steps: int | None = None, description: str = "", family: str = "",
+             modality: str = "text", needs: tuple[str, ...] | list[str] = (),
+             nondeterministic: bool = False) -> EnvSpec:
+    """Register an env. The same spec twice is a no-op; a different spec under one id is an error."""
+    bad = [n for n in needs if n not in NEEDS]
+    if bad:
+        raise ValueError(f"needs: unknown {bad}; allowed: {list(NEEDS)}")
+    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs or {}),
+                   max_episode_steps=max_episode_steps, description=description, family=family,
+                   modality=modality, needs=tuple(needs), nondeterministic=nondeterministic)
+    old = _REGISTRY.get(id)
+    if old is not None:
+        if old == spec:
+            return old
+        raise ValueError(f"env id {id!r} is already registered with a different spec: {old} vs {spec}")
+    _REGISTRY[id] = spec
+    gym.register(id=id, entry_point=entry_point, kwargs=dict(spec.kwargs),
+                 max_episode_steps=max_episode_steps, nondeterministic=nondeterministic,
+                 disable_env_checker=False)
+    return spec
+
+
+def load_plugins() -> None:
+    """Import third-party registrations from the ``turngym.envs`` entry-point group (once)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        target = ep.load()
+        if callable(target):
+            target()
+
+
+def spec(id: str) -> EnvSpec:
+    if id not in _REGISTRY:
+        load_plugins()
+    if id not in _REGISTRY:
+        close = difflib.get_close_matches(id, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; run `turngym list` to see them"
+        raise ValueError(f"unknown env id {id!r}{hint}")
+    return _REGISTRY[id]
+
+
+def list_envs() -> list[EnvSpec]:
+    load_plugins()
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def _resolve(entry_point: str | Callable[..., Any]) -> Callable[..., Any]:
+    if callable(entry_point):
+        return entry_point
+    module, _, name = entry_point.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def make(id: str, **kwargs: Any):
+    """Build the env itself (no wrappers), so its methods (task_ids, expert_action) are at hand.
+
+    ``gymnasium.make(id)`` gives the same env inside Gymnasium's usual wrapper stack.
+    """
+    s = spec(id)
+    env = _resolve(s.entry_point)(**{**s.kwargs, **kwargs})
+    env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs})
+    return env
