@@ -202,6 +202,54 @@ def locator_for(page, bid: str):
     return scope.locator(f'[bid="{bid}"]')
 
 
+# Finds the element (across same-origin frames), scrolls it into view and returns the page
+# coordinates of a point where a real mouse click lands on it; anything unusual defers to
+# Playwright's own actionability checks.
+CLICK_POINT_JS = """(bid) => {
+  const parts = bid.split('.');
+  let doc = document, offX = 0, offY = 0, el = null;
+  for (let i = 1; i <= parts.length; i++) {
+    el = doc.querySelector('[bid="' + parts.slice(0, i).join('.') + '"]');
+    if (!el) return {error: 'no element with bid ' + bid + ' on the page'};
+    if (i < parts.length) {
+      let inner = null;
+      try { inner = el.contentDocument; } catch (e) { inner = null; }
+      if (!inner) return {fallback: true};
+      const r = el.getBoundingClientRect();
+      offX += r.left + el.clientLeft; offY += r.top + el.clientTop;
+      doc = inner;
+    }
+  }
+  if (!el.checkVisibility()) return {error: 'element ' + bid + ' is not visible'};
+  if (el.disabled) return {error: 'element ' + bid + ' is disabled'};
+  if (el.scrollIntoViewIfNeeded) el.scrollIntoViewIfNeeded(true); else el.scrollIntoView({block: 'center'});
+  const rect = Array.from(el.getClientRects()).find((r) => r.width > 0 && r.height > 0);
+  if (!rect) return {error: 'element ' + bid + ' has no size on the screen'};
+  // the centre first, then a grid over the box: a partly covered element is still clickable
+  const fractions = [0.5, 0.25, 0.75, 0.1, 0.9];
+  for (const fy of fractions) {
+    for (const fx of fractions) {
+      const x = rect.left + rect.width * fx, y = rect.top + rect.height * fy;
+      const hit = el.ownerDocument.elementFromPoint(x, y);
+      if (hit && (hit === el || el.contains(hit))) return {x: x + offX, y: y + offY};
+    }
+  }
+  return {fallback: true};
+}"""
+
+
+async def _click(page, bid: str, timeout_ms: float) -> None:
+    if "." not in bid and not re.fullmatch(r"[0-9]+", bid):
+        locator_for(page, bid)  # raises the bid-format error
+    point = await page.evaluate(CLICK_POINT_JS, bid)
+    if "error" in point:
+        raise ActionError(f"click: {point['error']}")
+    if point.get("fallback"):  # covered, in a cross-origin frame...: Playwright explains why
+        await locator_for(page, bid).click(timeout=timeout_ms)
+    else:
+        await page.mouse.click(point["x"], point["y"])
+
+
 async def perform(page, action: Action, allowed_origins: tuple[str, ...], timeout_ms: float) -> str | None:
     """Run the action on the page; returns a chat message for send_msg, else None.
 
@@ -210,7 +258,7 @@ async def perform(page, action: Action, allowed_origins: tuple[str, ...], timeou
     """
     name, args = action.name, action.args
     if name == "click":
-        await locator_for(page, args[0]).click(timeout=timeout_ms)
+        await _click(page, args[0], timeout_ms)
     elif name == "fill":
         await locator_for(page, args[0]).fill(args[1], timeout=timeout_ms)
     elif name == "select_option":

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.resources
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from turngym.core.env import TurnEnv
 from turngym.envs.browser import actions as browser_actions
 from turngym.envs.browser.actions import Action, ActionError, parse_action
+from turngym.envs.browser.observation import snapshot as take_snapshot
 from turngym.envs.browser.runtime import BrowserCrashed, BrowserError, PageHung, get_runtime
-
-OBSERVE_JS = importlib.resources.files("turngym.envs.browser").joinpath("observe.js").read_text()
 
 # Draws a numbered box over every clickable element, for set-of-marks screenshots.
 MARKS_JS = """(bids) => {
@@ -118,6 +116,7 @@ class BrowserEnv(TurnEnv):
         self.watchdog_s = watchdog_s
         self._context = None
         self._page = None
+        self._cdp = None
         self._episodes_in_context = 0
         self._goal = ""
         self._snapshot: dict[str, Any] = {"url": "", "tree": "", "clickable": [], "focused": None}
@@ -166,6 +165,7 @@ class BrowserEnv(TurnEnv):
         await task.configure(context)
         page = await context.new_page()
         page.set_default_timeout(self.action_timeout_ms * 4)
+        self._cdp = await context.new_cdp_session(page)
         return context, page
 
     def _drop_context(self) -> None:
@@ -184,12 +184,13 @@ class BrowserEnv(TurnEnv):
                 pass
 
     async def _observe(self, reset: bool = False) -> dict[str, Any]:
-        opts = {"reset": reset, "hide": list(self.browser_task.hide_selectors)}
         for attempt in range(4):
             try:
-                return await self._page.evaluate(OBSERVE_JS, opts)
+                return await take_snapshot(self._page, self._cdp, self.browser_task.hide_selectors, reset)
             except Exception as exc:  # a navigation replaced the document mid-call: wait, retry
-                if attempt == 3 or "context was destroyed" not in str(exc) and "navigat" not in str(exc):
+                text = str(exc)
+                if attempt == 3 or not ("context was destroyed" in text or "navigat" in text
+                                        or "No node" in text or "not found" in text):
                     raise
                 await self._page.wait_for_load_state("domcontentloaded")
         raise AssertionError("unreachable")
