@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 from turngym.envs.shop import goals as goals_mod
 from turngym.envs.shop.pages import ShopSession
 from turngym.envs.shop.search import Catalog, open_catalog
-from turngym.envs.shop.web import HTML, handle_request
+from turngym.envs.shop.web import handle_request
 
 COOKIE = "shop_session"
 
