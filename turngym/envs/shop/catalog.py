@@ -188,7 +188,7 @@ def load_webshop_json(items: str | Path, attributes: str | Path | None = None,
         if isinstance(description, list):
             description = " ".join(description)
         extra = attrs.get(asin, {})
-        products.append({
+        product = {
             "asin": asin.upper(),
             "title": (item.get("name") or item.get("title") or "").strip(),
             "category": item.get("category", ""),
@@ -203,7 +203,11 @@ def load_webshop_json(items: str | Path, attributes: str | Path | None = None,
             .replace(".", "", 1).isdigit() else 0.0,
             "reviews": [{"score": int(r.get("score", 0) or 0), "title": r.get("title", ""),
                          "body": r.get("body", "")} for r in item.get("Reviews", item.get("reviews", [])) or []],
-        })
+        }
+        if extra.get("instruction"):  # items_ins_v2's synthetic instruction, used for generated goals
+            product["instruction_text"] = str(extra["instruction"]).strip().rstrip(".")
+            product["instruction_attributes"] = list(extra.get("instruction_attributes", []))
+        products.append(product)
     goals: list[dict] = []
     if human_instructions:
         known = {p["asin"] for p in products}
@@ -214,4 +218,6 @@ def load_webshop_json(items: str | Path, attributes: str | Path | None = None,
                 goals.append({"asin": asin.upper(), "instruction": row["instruction"].strip(),
                               "attributes": list(row.get("instruction_attributes", [])),
                               "options": [str(o) for o in row.get("instruction_options", [])]})
+    # file order must not decide splits: sort, and goals.py shuffles with a fixed seed
+    goals.sort(key=lambda g: (g["asin"], g["instruction"], g["attributes"], g["options"]))
     return products, goals

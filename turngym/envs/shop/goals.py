@@ -65,6 +65,15 @@ def parse_task_id(catalog: Catalog, tid: str) -> int:
     return int(number)
 
 
+def _human_order(catalog: Catalog) -> list[int]:
+    order = getattr(catalog, "_human_order", None)
+    if order is None:
+        order = list(range(catalog.num_human_goals()))
+        random.Random(f"turngym-shop-human-{catalog.name}").shuffle(order)
+        catalog._human_order = order
+    return order
+
+
 def price_bound(price: float, rng: random.Random) -> float | None:
     above = [p for p in PRICE_STEPS if p > price][:4]
     if len(above) < 2:
@@ -83,9 +92,7 @@ def make_goal(catalog: Catalog, index: int) -> dict[str, Any]:
     """Goal ``index`` of ``catalog`` as a task row (JSON-serialisable)."""
     rng = random.Random(f"turngym-shop-goal-{catalog.name}-{index}")
     if catalog.num_human_goals():
-        order = list(range(catalog.num_human_goals()))
-        random.Random(f"turngym-shop-human-{catalog.name}").shuffle(order)
-        human = catalog.human_goal(order[index])
+        human = catalog.human_goal(_human_order(catalog)[index])
         product = catalog.product(human["asin"])
         base, attributes, options = human["instruction"].rstrip(" ."), human["attributes"], human["options"]
         option_text = ""

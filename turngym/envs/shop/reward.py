@@ -12,8 +12,8 @@ elements of its category path, nor at least 20% of the goal title's nouns; 0.1 w
 overlap is below 10%; 0.0 when it is zero.
 
 Nouns without spaCy: ``title_nouns`` keeps the lower-cased alphabetic words of a title that are
-at least 3 letters long and are not stop words, colour words, size/unit words, known
-adjectives (the catalog's attribute vocabulary plus common product adjectives), nor words
+at least 3 letters long and are not stop words, colour words, size/unit words, a curated list
+of common product adjectives, nor words
 with an adjective suffix (-less, -ful, -able, -ible, -ous, -ive, -proof) when longer than 5
 letters. Brand names stay in, as spaCy keeps proper nouns.
 """
@@ -35,16 +35,16 @@ _STOP = frozenset(
 _UNITS = frozenset(
     "oz fl ounce ounces lb lbs pound pounds inch inches feet ft cm mm ml gb tb pack count pcs piece "
     "pieces small medium large xl xxl size".split())
+# A curated list: adjectives that are common in product titles (spaCy would tag them ADJ).
 _ADJECTIVES = frozenset(
-    w for phrase in [*vocab.GENERIC_ADJECTIVES,
-                     *(a for _, subs in vocab.DEPARTMENTS.values() for s in subs.values() for a in s["attributes"])]
-    for w in phrase.split()) | frozenset(
-    "best high low long short big soft hard light dark free easy quick fast slow hot cold warm cool "
-    "great good nice pure fresh extra super mini natural organic wireless waterproof portable "
+    "best high low long short big small soft hard light dark free easy quick fast slow hot cold warm "
+    "cool great good nice pure fresh extra super mini natural organic wireless waterproof portable "
     "adjustable durable lightweight premium professional compact reusable electric digital smart "
-    "classic modern vintage casual slim loose thick thin wide full double single".split())
+    "classic modern vintage casual slim loose thick thin wide full double single heavy duty deluxe "
+    "everyday ultra upgraded curly dry oily sensitive fine raw vegan kosher gentle clean safe strong "
+    "sturdy solid daily new old large medium tall mens womens kids unisex".split())
 _ADJ_SUFFIXES = ("less", "ful", "able", "ible", "ous", "ive", "proof")
-_COLOR_WORDS = frozenset(w for c in vocab.COLORS + vocab.BASE_COLORS for w in c.split())
+_COLOR_WORDS = frozenset(vocab.BASE_COLORS)
 
 
 def title_nouns(title: str) -> set[str]:
@@ -88,7 +88,7 @@ def type_reward(product: dict[str, Any], goal: dict[str, Any]) -> tuple[float, d
     if title_score == 0.0:
         r_type = 0.0
     return r_type, {"query_match": query_match, "category_match": category_match,
-                    "title_score": round(title_score, 4)}
+                    "title_score": title_score}
 
 
 def attribute_matches(product: dict[str, Any], goal_attributes: list[str]) -> int:

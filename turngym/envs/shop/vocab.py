@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # Base colour words: the reward maps any colour option onto the first of these it contains.
 BASE_COLORS = [
-    "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "blue", "navy",
+    "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "navy", "blue",
     "green", "yellow", "orange", "brown", "beige", "ivory", "khaki", "teal", "tan", "clear",
     "multicolor", "rose", "coral", "burgundy", "charcoal", "cream",
 ]
@@ -40,11 +40,6 @@ OPTION_VALUES: dict[str, list[str]] = {
     "style": ["classic", "modern", "vintage", "sport", "slim", "deluxe", "basic"],
     "material": ["cotton", "linen", "polyester", "leather", "stainless steel", "bamboo", "wood",
                  "silicone", "ceramic", "glass"],
-}
-
-# option group name shown on the page -> key in OPTION_VALUES
-OPTION_GROUPS = {
-    "size": ("apparel_size", "shoe_size", "volume", "weight", "bed_size", "dimension", "length"),
 }
 
 BRAND_PARTS = (
