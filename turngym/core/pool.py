@@ -370,7 +370,7 @@ class EnvPool:
                     for slot in waiting:
                         outbox.setdefault(self.slot_host[slot], []).append(("env_side", slot, policy))
                 else:
-                    convs = [Conversation(messages=list(running[s].messages), info=running[s].info,
+                    convs = [Conversation(messages=running[s].messages, info=running[s].info,
                                           env_id=self.env_id) for s in waiting]
                     outs = policy.act(convs)
                     if len(outs) != len(convs):
