@@ -12,6 +12,7 @@ from pathlib import Path
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
+    "serve": ("serve an environment as a website on localhost (shop)", "turngym.envs.shop.serve"),
 }
 
 
@@ -90,8 +91,9 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
              group_size: int = 1, num_envs: int = 4, backend: str = "thread", seed: int = 0,
              out: str | None = None, progress: bool = True):
     """Run a policy on tasks of a split; returns (trajectories, summary dict)."""
-    import turngym
     from tqdm import tqdm
+
+    import turngym
 
     env = _make(env_id)
     split = split or env.split

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES: list[str] = ["browser"]
+FAMILIES: list[str] = ["browser", "shop"]
 
 
 def register_builtin_envs() -> None:
