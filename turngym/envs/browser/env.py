@@ -117,6 +117,8 @@ class BrowserEnv(TurnEnv):
         self._context = None
         self._page = None
         self._cdp = None
+        self._navigating = False
+        self._loaded: asyncio.Event | None = None
         self._episodes_in_context = 0
         self._goal = ""
         self._snapshot: dict[str, Any] = {"url": "", "tree": "", "clickable": [], "focused": None}
@@ -156,6 +158,9 @@ class BrowserEnv(TurnEnv):
 
         async def route(route):
             url = route.request.url
+            if route.request.is_navigation_request() and route.request.frame == self._page.main_frame:
+                self._navigating = True  # a new document is coming: observe it, not the old one
+                self._loaded.clear()
             if any(url.startswith(o + "/") or url == o for o in origins):
                 await task.serve(route)
             else:  # nothing leaves the machine: other origins are refused
@@ -163,7 +168,10 @@ class BrowserEnv(TurnEnv):
 
         await context.route("**/*", route)
         await task.configure(context)
+        self._loaded = asyncio.Event()
         page = await context.new_page()
+        self._page = page
+        page.on("domcontentloaded", lambda _: self._loaded.set())
         page.set_default_timeout(self.action_timeout_ms * 4)
         self._cdp = await context.new_cdp_session(page)
         return context, page
@@ -183,6 +191,20 @@ class BrowserEnv(TurnEnv):
             except RuntimeError:
                 pass
 
+    async def _settle(self) -> None:
+        """Let the page run the tasks the action queued; wait for a navigation it started."""
+        try:
+            await self._page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+        except Exception as exc:  # noqa: BLE001 - the document went away: a navigation is under way
+            if "context was destroyed" not in str(exc) and "navigat" not in str(exc):
+                raise
+        if self._navigating:
+            try:
+                await asyncio.wait_for(self._loaded.wait(), self.action_timeout_ms * 4 / 1000)
+            except asyncio.TimeoutError:
+                pass  # a slow page: observe what is there
+            self._navigating = False
+
     async def _observe(self, reset: bool = False) -> dict[str, Any]:
         for attempt in range(4):
             try:
@@ -201,6 +223,7 @@ class BrowserEnv(TurnEnv):
             self._context, self._page = await self._open_context()
             fresh = True
         goal = await self.browser_task.setup(self._page, task, fresh)
+        self._navigating = False
         snapshot = await self._observe(reset=True)
         verdict = await self.browser_task.validate(self._page, [])
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
@@ -220,6 +243,7 @@ class BrowserEnv(TurnEnv):
             error = _short_error(exc)
         if message is not None:
             self._chat.append(message)
+        await self._settle()
         verdict = await self.browser_task.validate(self._page, list(self._chat))
         snapshot = await self._observe()
         shot = await self._screenshot(snapshot) if self.want_screenshot else None

@@ -60,3 +60,8 @@ def register_envs() -> None:
             description=f"MiniWoB++ {task} in Chromium (accessibility tree + bids)",
             family="miniwob", modality="gui", needs=("browser",),
             nondeterministic=task in NONDETERMINISTIC)
+    turngym.register(
+        "turngym/ShopPages-v0", "turngym.envs.browser.shop_pages:ShopPagesEnv",
+        kwargs={"catalog_size": "1k"}, max_episode_steps=20,
+        description="The shop's HTML pages in Chromium: same goals, splits and reward as turngym/Shop-v0",
+        family="browser", modality="gui", needs=("browser",))
