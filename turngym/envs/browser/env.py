@@ -53,6 +53,8 @@ MARKS_JS = """(bids) => {
   }
   document.body.appendChild(layer);
 }"""
+# Resolves after the tasks the action queued have run; true when the document is unloading.
+SETTLE_JS = "() => new Promise((done) => setTimeout(() => done(!!window.__turngymLeaving), 0))"
 UNMARK_JS = "() => { const m = document.getElementById('__turngym_marks'); if (m) m.remove(); }"
 
 
@@ -118,7 +120,8 @@ class BrowserEnv(TurnEnv):
         self._page = None
         self._cdp = None
         self._navigating = False
-        self._loaded: asyncio.Event | None = None
+        self._loads = 0  # documents loaded in the main frame so far
+        self._load_event: asyncio.Event | None = None
         self._episodes_in_context = 0
         self._goal = ""
         self._snapshot: dict[str, Any] = {"url": "", "tree": "", "clickable": [], "focused": None}
@@ -160,7 +163,6 @@ class BrowserEnv(TurnEnv):
             url = route.request.url
             if route.request.is_navigation_request() and route.request.frame == self._page.main_frame:
                 self._navigating = True  # a new document is coming: observe it, not the old one
-                self._loaded.clear()
             if any(url.startswith(o + "/") or url == o for o in origins):
                 await task.serve(route)
             else:  # nothing leaves the machine: other origins are refused
@@ -168,10 +170,15 @@ class BrowserEnv(TurnEnv):
 
         await context.route("**/*", route)
         await task.configure(context)
-        self._loaded = asyncio.Event()
+        self._load_event = asyncio.Event()
         page = await context.new_page()
         self._page = page
-        page.on("domcontentloaded", lambda _: self._loaded.set())
+
+        def on_load(_page) -> None:
+            self._loads += 1
+            self._load_event.set()
+
+        page.on("domcontentloaded", on_load)
         page.set_default_timeout(self.action_timeout_ms * 4)
         self._cdp = await context.new_cdp_session(page)
         return context, page
@@ -191,19 +198,28 @@ class BrowserEnv(TurnEnv):
             except RuntimeError:
                 pass
 
-    async def _settle(self) -> None:
-        """Let the page run the tasks the action queued; wait for a navigation it started."""
+    async def _settle(self, loads_before: int) -> None:
+        """Let the page run what the action queued; if that started a navigation, wait for the
+        new document (a form submits in a task of its own, after the click has returned)."""
+        leaving = self._navigating
         try:
-            await self._page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+            leaving = await self._page.evaluate(SETTLE_JS) or leaving
         except Exception as exc:  # noqa: BLE001 - the document went away: a navigation is under way
             if "context was destroyed" not in str(exc) and "navigat" not in str(exc):
                 raise
-        if self._navigating:
-            try:
-                await asyncio.wait_for(self._loaded.wait(), self.action_timeout_ms * 4 / 1000)
-            except asyncio.TimeoutError:
-                pass  # a slow page: observe what is there
-            self._navigating = False
+            leaving = True
+        if leaving or self._navigating:
+            deadline = asyncio.get_running_loop().time() + self.action_timeout_ms * 4 / 1000
+            while self._loads <= loads_before:
+                self._load_event.clear()
+                remaining = deadline - asyncio.get_running_loop().time()
+                if self._loads > loads_before or remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._load_event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break  # a slow page: observe what is there
+        self._navigating = False
 
     async def _observe(self, reset: bool = False) -> dict[str, Any]:
         for attempt in range(4):
@@ -230,6 +246,7 @@ class BrowserEnv(TurnEnv):
         return goal, snapshot, verdict, shot
 
     async def _step_async(self, action: Action):
+        loads_before = self._loads
         error = None
         message = None
         try:
@@ -243,9 +260,9 @@ class BrowserEnv(TurnEnv):
             error = _short_error(exc)
         if message is not None:
             self._chat.append(message)
-        await self._settle()
-        verdict = await self.browser_task.validate(self._page, list(self._chat))
+        await self._settle(loads_before)
         snapshot = await self._observe()
+        verdict = await self.browser_task.validate(self._page, list(self._chat))
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
         return error, verdict, snapshot, shot
 

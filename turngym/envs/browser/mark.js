@@ -23,6 +23,10 @@
     }
   }
   mark(document, opts.prefix || "");
+  if (!window.__turngymHooked) {  // lets the env notice a navigation the last action started
+    window.__turngymHooked = true;
+    window.addEventListener("beforeunload", () => { window.__turngymLeaving = true; });
+  }
   // Elements that react to clicks without an interactive role (MiniWoB's spans, SVG shapes).
   const pointer = [];
   if (opts.pointer) {
