@@ -78,7 +78,7 @@ def tool_specs() -> list[dict]:
     return specs
 
 
-_CALL_LINE = re.compile(r"^\s*(%s)\s*\(.*\)\s*;?\s*$" % "|".join(SIGNATURES), re.S)
+_CALL_LINE = re.compile(r"^\s*(" + "|".join(SIGNATURES) + r")\s*\(.*\)\s*;?\s*$", re.S)
 _FENCE = re.compile(r"```(?:python|py)?\s*\n?(.*?)```", re.S)
 _TOOL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
@@ -174,7 +174,7 @@ def _bind(name: str, args: list[Any], kwargs: dict[str, Any]) -> Action:
                 raise ActionError(f"{name}: {p} must be a number, got {v!r}")
             out.append(float(max(-10000.0, min(10000.0, v))))
         else:
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and p == "bid":
+            if isinstance(v, int) and not isinstance(v, bool) and p == "bid" and v >= 0:
                 v = str(v)  # click(12) means click('12')
             if not isinstance(v, str):
                 raise ActionError(f"{name}: {p} must be a string, got {type(v).__name__}")

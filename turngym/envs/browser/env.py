@@ -128,6 +128,7 @@ class BrowserEnv(TurnEnv):
         self._chat: list[str] = []
         self._verdict = Validation()
         self._infra_failed = False
+        self._failure: tuple[str, str] | None = None
 
     # ----- task set ----------------------------------------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
@@ -217,7 +218,7 @@ class BrowserEnv(TurnEnv):
                     break
                 try:
                     await asyncio.wait_for(self._load_event.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break  # a slow page: observe what is there
         self._navigating = False
 
@@ -286,6 +287,7 @@ class BrowserEnv(TurnEnv):
     def _reset(self, task: dict[str, Any]):
         self._chat = []
         self._infra_failed = False
+        self._failure = None
         if self._episodes_in_context >= self.recycle_every:
             self._drop_context()
         for attempt in range(2):
@@ -302,9 +304,9 @@ class BrowserEnv(TurnEnv):
 
     def _step(self, action: str):
         if self._infra_failed or self._page is None:
-            return (self._render("the episode ended because the browser failed; call reset()"),
-                    0.0, False, True, {"action_valid": False, "scorable": False,
-                                       "done_reason": "browser_error"})
+            reason, error = self._failure or ("browser_error", "the browser failed")
+            return (self._render(f"browser failure: {error}; call reset()"), 0.0, False, True,
+                    {"action_valid": True, "scorable": False, "done_reason": reason, "extra": {"error": error}})
         if self._verdict.done:
             return (self._render("the task is over; call reset()"), 0.0, True, False,
                     {"action_valid": False, "parse_error": "episode already ended",
@@ -317,18 +319,19 @@ class BrowserEnv(TurnEnv):
         try:
             error, verdict, snapshot, shot = self._call(self._step_async(parsed))
         except (BrowserCrashed, PageHung) as exc:
-            self._infra_failed = True
-            self._drop_context()
-            reason = "page_hung" if isinstance(exc, PageHung) else "browser_crashed"
-            return (self._render(f"browser failure: {exc}"), 0.0, False, True,
-                    {"scorable": False, "done_reason": reason, "action_valid": True,
-                     "extra": {"error": str(exc)}})
+            self._fail(exc)
+            return self._step(action)  # reports the failure
         self._snapshot, self._verdict = snapshot, verdict
         reward = verdict.reward if verdict.done else 0.0  # tasks pay once, when they end
         fields = self._fields(verdict, shot, reward=reward)
         if error is not None:
             fields.update(action_valid=False, parse_error=error)
         return self._render(error), reward, verdict.done, False, fields
+
+    def _fail(self, exc: BrowserError) -> None:
+        self._infra_failed = True
+        self._failure = ("page_hung" if isinstance(exc, PageHung) else "browser_crashed", str(exc))
+        self._drop_context()
 
     def _fields(self, verdict: Validation, shot: bytes | None, reward: float | None = None) -> dict[str, Any]:
         extra = {"url": self._snapshot.get("url", ""), "focused": self._snapshot.get("focused"),
@@ -364,7 +367,14 @@ class BrowserEnv(TurnEnv):
     def expert_action(self) -> str:
         if self._page is None or self.task is None:
             raise RuntimeError("call reset() before expert_action()")
-        return self._call(self.browser_task.expert_action(self._page, self.task, list(self._chat)))
+        if self._infra_failed or self._verdict.done:
+            return "noop()"
+        try:
+            return self._call(self.browser_task.expert_action(self._page, self.task, list(self._chat)))
+        except (BrowserCrashed, PageHung) as exc:
+            # the next step reports the failure (scorable=False); the oracle has nothing to say
+            self._fail(exc)
+            return "noop()"
 
     def close(self):
         self._drop_context()

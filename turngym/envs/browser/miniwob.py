@@ -22,7 +22,7 @@ from typing import Any
 from turngym.envs.browser.env import BrowserEnv, Validation
 
 ORIGIN = "http://miniwob.turngym"
-FIXED_TIME = dt.datetime(2024, 3, 14, 12, 0, tzinfo=dt.timezone.utc)
+FIXED_TIME = dt.datetime(2024, 3, 14, 12, 0, tzinfo=dt.UTC)
 SPLITS = {"test": range(0, 100), "eval": range(100, 200), "train": range(200, 1200)}
 NO_TIME_LIMIT_MS = 1_000_000_000  # setTimeout overflows above 2**31 - 1 ms
 
@@ -183,7 +183,7 @@ EXPERTS: dict[str, str] = {
     "focus-text-2": """
       const n = ['1st', '2nd', '3rd'].findIndex((p) => q.includes(p));
       return click($1('#tt' + (n + 1)));""",
-    "click-checkboxes": """
+    "click-checkboxes": r"""
       const list = q.replace(/^Select /, '').replace(/ and click Submit\.$/, '');
       const want = list === 'nothing' ? [] : list.split(', ');
       for (const label of document.querySelectorAll('#boxes label')) {
@@ -191,13 +191,13 @@ EXPERTS: dict[str, str] = {
         if (box.checked !== want.includes(label.textContent.trim())) return click(box);
       }
       return click($1('#subbtn'));""",
-    "click-option": """
+    "click-option": r"""
       const want = q.replace(/^Select /, '').replace(/ and click Submit\.$/, '');
       const label = Array.from(document.querySelectorAll('#boxes label')).find((l) => l.textContent.trim() === want);
       const box = label.querySelector('input');
       return box.checked ? click($1('#subbtn')) : click(box);""",
     "click-button-sequence": "return click(buttonsPushed.length === 0 ? $1('#subbtn') : $1('#subbtn2'));",
-    "choose-list": """
+    "choose-list": r"""
       const want = q.replace(/^Select /, '').replace(/ from the list and click Submit\.$/, '');
       const sel = $1('#options');
       if (sel.options[sel.selectedIndex].textContent !== want) return 'select_option(' + S(B(sel)) + ', ' + S(want) + ')';
