@@ -203,8 +203,7 @@ def locator_for(page, bid: str):
 
 
 # Finds the element (across same-origin frames), scrolls it into view and returns the page
-# coordinates of a point where a real mouse click lands on it; anything unusual defers to
-# Playwright's own actionability checks.
+# coordinates of a point where a real mouse click lands on it, or says why there is none.
 CLICK_POINT_JS = """(bid) => {
   const parts = bid.split('.');
   let doc = document, offX = 0, offY = 0, el = null;
@@ -234,7 +233,9 @@ CLICK_POINT_JS = """(bid) => {
       if (hit && (hit === el || el.contains(hit))) return {x: x + offX, y: y + offY};
     }
   }
-  return {fallback: true};
+  const cover = el.ownerDocument.elementFromPoint(rect.left + rect.width / 2, rect.top + rect.height / 2);
+  const what = cover ? '<' + cover.tagName.toLowerCase() + '> with bid ' + cover.getAttribute('bid') : 'nothing (it lies outside the viewport)';
+  return {error: 'element ' + bid + ' is covered by ' + what + ' (pointer events go there)'};
 }"""
 
 
@@ -244,7 +245,7 @@ async def _click(page, bid: str, timeout_ms: float) -> None:
     point = await page.evaluate(CLICK_POINT_JS, bid)
     if "error" in point:
         raise ActionError(f"click: {point['error']}")
-    if point.get("fallback"):  # covered, in a cross-origin frame...: Playwright explains why
+    if point.get("fallback"):  # inside a cross-origin frame: Playwright finds it
         await locator_for(page, bid).click(timeout=timeout_ms)
     else:
         await page.mouse.click(point["x"], point["y"])

@@ -61,6 +61,9 @@ START_JS = """([seed, mode, maxTime]) => {
   if (typeof core.setDataMode === 'function') core.setDataMode(mode);
   core.EPISODE_MAX_TIME = maxTime;
   core.startEpisodeReal();
+  // MiniWoB's score board and countdown are for people watching; agents see only the task
+  const board = document.getElementById('reward-display');
+  if (board) board.style.display = 'none';
   return true;
 }"""
 

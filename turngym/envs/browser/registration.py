@@ -40,7 +40,7 @@ NONDETERMINISTIC = {
     "choose-date-easy", "choose-date-medium", "choose-date-nodelay", "click-dialog", "click-dialog-2",
     "click-pie", "click-pie-nodelay", "click-scroll-list", "drag-cube", "hover-shape", "moving-items",
     "order-food", "phone-book", "scroll-text", "scroll-text-2", "search-engine", "simon-says",
-    "social-media", "social-media-all", "social-media-some", "stock-market", "terminal",
+    "social-media", "social-media-all", "social-media-some", "stock-market", "terminal", "text-editor",
     *FLIGHT_TASKS,
 }
 
