@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ BROWSERGYM = ["browsergym-core==0.14.3", "browsergym-miniwob==0.14.3"]
 
 
 def ours(steps: int, resets: int, episodes: int) -> dict:
-    env = turngym.make("turngym/miniwob.click-checkboxes-v0")
+    env = turngym.make("turngym/miniwob.click-checkboxes-v0", max_turns=10**9)  # no truncation mid-run
     env.reset(seed=0)  # the first reset loads the page and starts the browser: not a steady-state figure
     reset_times = []
     for seed in range(resets):
@@ -71,12 +72,31 @@ def browsergym(settings: str, steps: int, resets: int, episodes: int) -> dict:
     python = reference_python("browsergym", BROWSERGYM)
     url = (miniwob_html_root() / "miniwob").as_uri() + "/"
     script = str(Path(__file__).resolve().parent / "_browsergym_side.py")
+    # BrowserGym passes our executable_path to its task browser but launches its chat window with
+    # Playwright's defaults, which look for a downloaded Chromium. Point Playwright's browser
+    # directory at the same Debian executable instead (no download, no change to BrowserGym).
+    browsers = python.parent.parent / "ms-playwright"
+    for build in _expected_chromium_builds(python):
+        link = browsers / build / "chrome-linux" / "chrome"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(browser_executable())
+    os.environ["PLAYWRIGHT_BROWSERS_PATH"] = str(browsers)
     try:
         return run_json(python, script, url, browser_executable(), settings, str(steps), str(resets),
                         str(episodes), timeout=1800)
     except subprocess.CalledProcessError as exc:
         tail = (exc.stderr or "").strip().splitlines()[-5:]
         return {"error": " | ".join(tail)}
+
+
+def _expected_chromium_builds(python: Path) -> list[str]:
+    """The ``chromium-<build>`` folder names that venv's Playwright looks for."""
+    code = ("import json, pathlib, playwright; p = pathlib.Path(playwright.__file__).parent / 'driver' / "
+            "'package' / 'browsers.json'; print(json.dumps([b['revision'] for b in json.loads(p.read_text())"
+            "['browsers'] if b['name'] == 'chromium']))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    return [f"chromium-{rev}" for rev in json.loads(out.stdout)]
 
 
 def main() -> None:
