@@ -61,9 +61,11 @@ START_JS = """([seed, mode, maxTime]) => {
   if (typeof core.setDataMode === 'function') core.setDataMode(mode);
   core.EPISODE_MAX_TIME = maxTime;
   core.startEpisodeReal();
-  // MiniWoB's score board and countdown are for people watching; agents see only the task
-  const board = document.getElementById('reward-display');
-  if (board) board.style.display = 'none';
+  // MiniWoB's score board and click trace are for people watching; agents see only the task
+  for (const id of ['reward-display', 'click-canvas']) {
+    const el = document.getElementById(id);
+    if (el) el.style.display = 'none';
+  }
   return true;
 }"""
 
