@@ -159,11 +159,14 @@ class BrowserEnv(TurnEnv):
         context = await self.runtime.new_context(viewport=task.viewport, java_script_enabled=True,
                                                  service_workers="block")
         origins = task.origins
+        this_page: dict[str, Any] = {}
 
         async def route(route):
             url = route.request.url
-            if route.request.is_navigation_request() and route.request.frame == self._page.main_frame:
-                self._navigating = True  # a new document is coming: observe it, not the old one
+            page = this_page.get("page")
+            if page is not None and route.request.is_navigation_request() and page is self._page:
+                if route.request.frame == page.main_frame:
+                    self._navigating = True  # a new document is coming: observe it, not the old one
             if any(url.startswith(o + "/") or url == o for o in origins):
                 await task.serve(route)
             else:  # nothing leaves the machine: other origins are refused
@@ -173,7 +176,7 @@ class BrowserEnv(TurnEnv):
         await task.configure(context)
         self._load_event = asyncio.Event()
         page = await context.new_page()
-        self._page = page
+        self._page = this_page["page"] = page
 
         def on_load(_page) -> None:
             self._loads += 1
@@ -294,7 +297,7 @@ class BrowserEnv(TurnEnv):
             try:
                 goal, snapshot, verdict, shot = self._call(self._reset_async(task))
                 break
-            except BrowserError:
+            except Exception:  # noqa: BLE001 - dead browser, hung or broken page: start clean once
                 self._drop_context()  # a dead browser is relaunched by the next context
                 if attempt == 1:
                     raise
