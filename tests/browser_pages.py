@@ -10,6 +10,7 @@ import pytest
 from turngym.envs.browser.env import BrowserEnv, Validation
 
 ORIGIN = "http://test.turngym"
+OTHER_ORIGIN = "http://other.turngym"
 
 
 def browser_missing() -> str | None:
@@ -48,11 +49,11 @@ class PagesTask:
 
     hide_selectors: tuple[str, ...] = ()
     viewport = {"width": 640, "height": 480}
-    origins = (ORIGIN,)
+    origins = (ORIGIN, OTHER_ORIGIN)
     name = "pages"
 
     def __init__(self, pages: dict[str, str]):
-        self.pages = pages
+        self.pages = pages  # paths on ORIGIN; "other:/path" is a page of OTHER_ORIGIN
 
     def task_ids(self, split: str) -> list[str]:
         return ["pages/0", "pages/1"]
@@ -67,7 +68,11 @@ class PagesTask:
         return None
 
     async def serve(self, route) -> None:
-        path = route.request.url[len(ORIGIN):].split("?")[0] or "/"
+        url = route.request.url
+        if url.startswith(OTHER_ORIGIN):
+            path = "other:" + (url[len(OTHER_ORIGIN):].split("?")[0] or "/")
+        else:
+            path = url[len(ORIGIN):].split("?")[0] or "/"
         body = self.pages.get(path)
         if body is None:
             await route.fulfill(status=404, body="no", content_type="text/plain")

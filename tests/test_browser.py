@@ -104,6 +104,23 @@ def test_observation_bids_are_stable_and_reach_into_iframes():
 
 
 @needs_browser
+def test_cross_origin_iframe_is_marked_and_clickable():
+    pages = {"/": "<h1>Top</h1><iframe src='http://other.turngym/inner'></iframe>",
+             "other:/inner": "<p>other site</p><button onclick=\"this.textContent='hit'\">Remote</button>"}
+    env = pages_env(pages)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert 'heading "Top" [level=1]' in obs
+        remote = bid_of(obs, 'button "Remote"')
+        assert "." in remote
+        obs, _, _, _, info = env.step(f"click('{remote}')")
+        assert info["action_valid"], info["parse_error"]
+        assert f'[{remote}] button "hit"' in obs
+    finally:
+        env.close()
+
+
+@needs_browser
 def test_every_action_verb():
     env = pages_env()
     try:
@@ -117,7 +134,7 @@ def test_every_action_verb():
         assert "clicked Ada b" in obs
         obs, _, _, _, info = env.step("scroll(0, 800)")
         assert info["action_valid"]
-        assert env._call(env._page.evaluate("() => window.scrollY")) > 0
+        env._call(env._page.wait_for_function("() => window.scrollY > 0", timeout=5000))
         obs, _, _, _, info = env.step("send_msg('hello user')")
         assert "Messages sent: hello user" in obs and env.state()["chat"] == ["hello user"]
         obs, _, _, _, info = env.step("goto('https://example.com/')")

@@ -272,6 +272,8 @@ async def perform(page, action: Action, allowed_origins: tuple[str, ...], timeou
         await page.keyboard.press(args[0])
     elif name == "scroll":
         await page.mouse.wheel(args[0], args[1])
+        # the wheel event returns before the page has scrolled: give it two frames
+        await page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
     elif name == "goto":
         check_url(args[0], allowed_origins)
         await page.goto(args[0], timeout=timeout_ms * 4, wait_until="domcontentloaded")

@@ -120,12 +120,12 @@ async def snapshot(page, cdp, hide: tuple[str, ...] = (), reset: bool = False) -
                 states.append(f'value="{_clip(str(value), 200)}"')
             for prop in SHOWN_PROPERTIES:
                 v = props.get(prop)
-                if v in (None, False, "false") or prop == "valuetext" and v == value:
+                if v is None or v is False or v == "false" or prop == "valuetext" and v == value:
                     continue
-                states.append(prop if v in (True, "true") else f"{prop}={v}")
+                states.append(prop if v is True or v == "true" else f"{prop}={v}")
             if role in ("checkbox", "radio", "switch") and "checked" not in props:
                 states.append("unchecked")
-            if props.get("checked") in (False, "false"):
+            if props.get("checked") is False or props.get("checked") == "false":
                 states.append("unchecked")
             if states:
                 line += " [" + ", ".join(states) + "]"
