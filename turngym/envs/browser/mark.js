@@ -1,6 +1,6 @@
 // Writes a stable "bid" attribute on every element of the page and of its same-origin iframes
 // (an element keeps its bid for the whole episode; "12.3" is element 3 inside iframe 12), hides
-// the task's own chrome from the accessibility tree, and reports what the AX tree cannot say.
+// the task's own chrome from the accessibility tree, and lists the frames it could not enter.
 (opts) => {
   const ATTR = "bid";
   const crossOrigin = [];
@@ -27,12 +27,5 @@
     window.__turngymHooked = true;
     window.addEventListener("beforeunload", () => { window.__turngymLeaving = true; });
   }
-  // Elements that react to clicks without an interactive role (MiniWoB's spans, SVG shapes).
-  const pointer = [];
-  if (opts.pointer) {
-    for (const el of document.querySelectorAll("[onclick], [style*='cursor'], .alink, svg *")) {
-      if (el.checkVisibility && el.checkVisibility()) pointer.push(el.getAttribute(ATTR));
-    }
-  }
-  return { url: location.href, cross_origin_frames: crossOrigin, pointer: pointer };
+  return { url: location.href, cross_origin_frames: crossOrigin };
 }

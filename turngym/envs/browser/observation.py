@@ -80,7 +80,6 @@ async def snapshot(page, cdp, hide: tuple[str, ...] = (), reset: bool = False) -
             trees[frame_id] = []
     lines: list[str] = []
     clickable: list[str] = []
-    fillable: list[str] = []
     focused: list[str | None] = [None]
 
     def render(frame_key: str | None, depth: int) -> None:
@@ -135,8 +134,6 @@ async def snapshot(page, cdp, hide: tuple[str, ...] = (), reset: bool = False) -
             next_depth = depth + 1
             if role in INTERACTIVE_ROLES or text or props.get("focusable"):
                 clickable.append(bid)
-            if role in ("textbox", "searchbox", "combobox") and props.get("editable"):
-                fillable.append(bid)
             if props.get("focused"):
                 focused[0] = bid
         for child in children:
@@ -145,5 +142,4 @@ async def snapshot(page, cdp, hide: tuple[str, ...] = (), reset: bool = False) -
             render(frame_id, next_depth)
 
     render(None, 0)
-    return {"url": marked["url"], "tree": "\n".join(lines), "clickable": clickable,
-            "fillable": fillable, "focused": focused[0]}
+    return {"url": marked["url"], "tree": "\n".join(lines), "clickable": clickable, "focused": focused[0]}

@@ -22,8 +22,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 # Flags from measurements on this machine: no background network chatter, no GPU, no sandbox
-# (the process already runs unprivileged in CI containers); ComputedAccessibilityInfo exposes
-# Blink's own accessibility role and name (element.computedRole / computedName) to page scripts.
+# (the process already runs unprivileged in CI containers).
 LAUNCH_FLAGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -32,7 +31,6 @@ LAUNCH_FLAGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
-    "--enable-blink-features=ComputedAccessibilityInfo",
 )
 
 
