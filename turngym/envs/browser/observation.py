@@ -69,6 +69,7 @@ async def snapshot(page, cdp, hide: tuple[str, ...] = (), reset: bool = False) -
         if marked["cross_origin_frames"]:
             owner = await frame.frame_element()
             prefix = await owner.get_attribute("bid")
+            await owner.dispose()
             if prefix in marked["cross_origin_frames"]:
                 await frame.evaluate(MARK_JS, {"reset": reset, "hide": list(hide), "prefix": prefix + "."})
     bids, frame_of_owner = await bid_map(cdp)
