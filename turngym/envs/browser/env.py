@@ -321,7 +321,7 @@ class BrowserEnv(TurnEnv):
                     {"action_valid": False, "parse_error": str(exc), **self._fields(self._verdict, None, reward=0.0)})
         try:
             error, verdict, snapshot, shot = self._call(self._step_async(parsed))
-        except (BrowserCrashed, PageHung) as exc:
+        except Exception as exc:  # noqa: BLE001 - crash, hang, or a page the browser choked on
             self._fail(exc)
             return self._step(action)  # reports the failure
         self._snapshot, self._verdict = snapshot, verdict
@@ -331,9 +331,12 @@ class BrowserEnv(TurnEnv):
             fields.update(action_valid=False, parse_error=error)
         return self._render(error), reward, verdict.done, False, fields
 
-    def _fail(self, exc: BrowserError) -> None:
+    def _fail(self, exc: Exception) -> None:
+        """End the episode as unscorable: infrastructure failed, not the agent."""
+        reason = ("page_hung" if isinstance(exc, PageHung) else "browser_crashed"
+                  if isinstance(exc, BrowserCrashed) else "browser_error")
         self._infra_failed = True
-        self._failure = ("page_hung" if isinstance(exc, PageHung) else "browser_crashed", str(exc))
+        self._failure = (reason, _short_error(exc))
         self._drop_context()
 
     def _fields(self, verdict: Validation, shot: bytes | None, reward: float | None = None) -> dict[str, Any]:
@@ -374,7 +377,7 @@ class BrowserEnv(TurnEnv):
             return "noop()"
         try:
             return self._call(self.browser_task.expert_action(self._page, self.task, list(self._chat)))
-        except (BrowserCrashed, PageHung) as exc:
+        except BrowserError as exc:
             # the next step reports the failure (scorable=False); the oracle has nothing to say
             self._fail(exc)
             return "noop()"

@@ -57,6 +57,9 @@ def _read_static(root: Path, url_path: str) -> tuple[bytes, str] | None:
 
 START_JS = """([seed, mode, maxTime]) => {
   if (core.EP_TIMER !== null) { clearTimeout(core.EP_TIMER); core.EP_TIMER = null; }
+  // nothing of the last episode may leak into this one: focus, text selection, scroll
+  if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
+  window.scrollTo(0, 0);
   Math.seedrandom(seed);
   if (typeof core.setDataMode === 'function') core.setDataMode(mode);
   core.EPISODE_MAX_TIME = maxTime;
@@ -124,6 +127,7 @@ class MiniWoBTask:
         if fresh_page or not page.url.startswith(ORIGIN):
             await page.goto(ORIGIN + task_path(self.name), wait_until="load")
             await page.wait_for_function("() => typeof core !== 'undefined' && core.cover_div !== null")
+        await page.mouse.move(0, 0)  # no hover state carried over from the last episode
         mode = "test" if task["split"] == "test" else "train"
         await page.evaluate(START_JS, [task["task_id"], mode, NO_TIME_LIMIT_MS])
         await page.wait_for_function(READY_JS, polling=50)
