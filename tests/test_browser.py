@@ -267,6 +267,34 @@ def test_miniwob_task_id_fixes_the_problem_and_rewards_follow_miniwob():
         env.close()
 
 
+@needs_browser
+@pytest.mark.parametrize("task", ["click-test-2", "login-user", "click-checkboxes"])
+def test_in_page_reset_leaves_nothing_behind(task):
+    """The same seed replays the same episode on one env: no focus, scroll or hover carried over."""
+    import numpy as np
+
+    env = turngym.make(miniwob_id(task))
+
+    def play(seed):
+        rng = np.random.default_rng(seed)
+        obs, info = env.reset(seed=seed)
+        trace = [obs]
+        for _ in range(6):
+            actions = info["admissible_actions"]
+            obs, reward, terminated, truncated, info = env.step(actions[int(rng.integers(len(actions)))])
+            trace.append((obs, reward, info["state_key"]))
+            if terminated or truncated:
+                break
+        return trace
+
+    try:
+        first = play(3)
+        play(4)
+        assert play(3) == first
+    finally:
+        env.close()
+
+
 EXPERT_TASKS = ["choose-list", "click-button", "click-button-sequence", "click-checkboxes", "click-dialog",
                 "click-dialog-2", "click-link", "click-option", "click-test", "click-test-2", "enter-password",
                 "enter-text", "enter-text-2", "focus-text", "focus-text-2", "login-user"]
