@@ -328,3 +328,14 @@ def test_webshop_catalog_plays_end_to_end(tmp_path):
     goal = e.get_task(ids[0])
     assert goal["instruction_text"].startswith(("i need a soft navy blue throw blanket", "find a leak proof"))
     e.close()
+
+
+def test_postings_engine_ranks_exactly_like_fts5(env):
+    # the numpy path (used from 20k products up) evaluates FTS5's bm25() over FTS5's own index
+    cat = env.catalog
+    queries = [goals_mod.make_goal(cat, i)["instruction_text"] for i in range(150)]
+    queries += [cat.product_at(i)["title"] for i in range(50)] + ["running shoes", "zzz unknown word"]
+    for q in queries:
+        assert cat.search(q, cache=False, engine="postings") == cat.search(q, cache=False, engine="fts5"), q
+    with pytest.raises(ValueError, match="engine"):
+        cat.search("tea", cache=False, engine="lucene")
