@@ -27,7 +27,7 @@ from turngym.envs.shop.catalog import catalog_size, generate_catalog, load_websh
 
 INDEX_VERSION = 1
 TOP_K = 50
-POSTINGS_FROM = 20_000  # catalogs this large rank with numpy over the FTS5 postings (same formula)
+POSTINGS_FROM = 5_000  # catalogs this large rank with numpy over the FTS5 postings (same formula)
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
 _WORD = re.compile(r"[a-z0-9]+")
 # Lucene's English stop words (WebShop's search engine drops them too).
