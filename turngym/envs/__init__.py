@@ -11,3 +11,7 @@ FAMILIES: list[str] = []
 def register_builtin_envs() -> None:
     for family in FAMILIES:
         importlib.import_module(f"turngym.envs.{family}.registration").register_envs()
+    # tools-mode twins (turngym/Household-tools-v0, ...) of whichever text families registered
+    from turngym.tools.registration import register_builtin_tools_variants
+
+    register_builtin_tools_variants()

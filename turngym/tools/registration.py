@@ -1,0 +1,51 @@
+"""Register tools-mode variants of text-command envs (``turngym/Household-v0`` ->
+``turngym/Household-tools-v0``). Light on purpose: imported by ``import turngym``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turngym.core.registry import _REGISTRY, register
+
+#: family -> verb table: every text id of these families gets a tools-mode twin
+FAMILY_VERBS: dict[str, str] = {"household": "household", "shop": "shop"}
+ENTRY_POINT = "turngym.tools.modes:ToolsModeEnv"
+
+
+def tools_id(base_id: str) -> str:
+    """``ns/Name-vN`` -> ``ns/Name-tools-vN``."""
+    head, sep, version = base_id.rpartition("-v")
+    if not sep or not version.isdigit():
+        return base_id + "-tools"
+    return f"{head}-tools-v{version}"
+
+
+def register_tools_variant(base_id: str, verbs: str | list[dict[str, Any]], id: str | None = None,
+                           **options: Any):
+    """Register a tools-mode id for a registered text env; returns its EnvSpec.
+
+    ``options`` go to ``ToolsModeEnv`` (e.g. ``on_error="end"``, ``plain_commands=False``).
+    """
+    base = _REGISTRY.get(base_id)
+    if base is None:
+        raise ValueError(f"base_id: {base_id!r} is not registered")
+    if not isinstance(base.entry_point, str):
+        raise ValueError(f"base_id: {base_id!r} has a callable entry point; tools mode needs 'module:Class'")
+    kwargs = {"base_id": base_id, "base_entry_point": base.entry_point, "base_kwargs": dict(base.kwargs),
+              "verbs": verbs, **options}
+    return register(id or tools_id(base_id), ENTRY_POINT, kwargs=kwargs,
+                    max_episode_steps=base.max_episode_steps,
+                    description=f"{base.description} (tools mode)".strip(), family=base.family,
+                    modality=base.modality, needs=base.needs, nondeterministic=base.nondeterministic)
+
+
+def register_builtin_tools_variants() -> None:
+    """Tools-mode ids for the registered text ids of the families in FAMILY_VERBS.
+
+    Called from ``turngym.envs.register_builtin_envs`` after the families registered, so it
+    registers nothing for a family that is not installed.
+    """
+    for s in list(_REGISTRY.values()):
+        table = FAMILY_VERBS.get(s.family)
+        if table and s.modality == "text" and s.entry_point != ENTRY_POINT and tools_id(s.id) not in _REGISTRY:
+            register_tools_variant(s.id, table)
