@@ -126,6 +126,11 @@ class Executor:
                 return None, ToolResult(call.id, t.name, f"Error: {t.name} needs a JSON object as input",
                                         "bad_arguments")
             args = {required[0]: args["__input__"]}
+        unexpected = sorted(set(args) - set(t.parameters.get("properties", {})))
+        if unexpected:
+            return None, ToolResult(call.id, t.name, f"Error: bad arguments for {t.name}: unexpected "
+                                    f"{unexpected[:5]}; parameters: {sorted(t.parameters.get('properties', {}))}",
+                                    "bad_arguments")
         args = _numbers_as_json(args, t)
         validator = self._validators.get(t)
         if not validator.is_valid(args):

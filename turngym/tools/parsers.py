@@ -141,21 +141,21 @@ def parse_openai(tool_calls: list[dict[str, Any]] | None) -> ParseResult:
         return ParseResult(format="openai", error=str(e))
 
 
-_REACT_RE = re.compile(r"Action\s*:\s*(.+?)\s*(?:\n\s*Action\s*Input\s*:\s*(.*))?$", re.DOTALL | re.IGNORECASE)
+_ACTION_INPUT_RE = re.compile(r"\n\s*Action\s*Input\s*:", re.IGNORECASE)
+_OBSERVATION_RE = re.compile(r"\n\s*Observation\s*:", re.IGNORECASE)
 
 
 def parse_react(text: str) -> ParseResult | None:
     """``Action: name`` then ``Action Input: {json}`` (or a bare string for one-argument tools)."""
-    idx = text.lower().rfind("action:")
+    idx = text.lower().rfind("action:")  # the last action; "Action Input:" does not contain "action:"
     if idx < 0:
         return None
-    m = _REACT_RE.match(text[idx:])
-    if not m:
-        return None
-    name = m.group(1).strip().splitlines()[0].strip().strip("`")
-    raw = (m.group(2) or "").strip()
-    raw = re.split(r"\n\s*Observation\s*:", raw, maxsplit=1)[0].strip()
-    content = text[:idx].strip()
+    content, rest = text[:idx].strip(), text[idx + len("action:"):]
+    m = _ACTION_INPUT_RE.search(rest)
+    name_part, raw = (rest[: m.start()], rest[m.end():]) if m else (rest, "")
+    lines = name_part.strip().splitlines()
+    name = lines[0].strip().strip("`") if lines else ""
+    raw = _OBSERVATION_RE.split(raw, maxsplit=1)[0].strip()
     if not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", name):
         return ParseResult(format="react", error=f"Action {name[:40]!r} is not a tool name", content=content)
     if not raw:
