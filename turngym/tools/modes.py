@@ -16,6 +16,7 @@ completion with no call syntax at all is passed to the base env as a plain comma
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 from turngym.core.env import TurnEnv
@@ -83,6 +84,7 @@ class ToolsModeEnv(TurnEnv):
                           for t in [v["command"], *v.get("aliases", [])]]
         self._formats = ("hermes", "json", "react") + (("command",) if plain_commands else ())
         self._base_info: dict[str, Any] = {}
+        self._reset_args: tuple[int | None, dict[str, Any] | None] = (None, None)
 
     # ----- tasks and state come from the base env -----------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
@@ -133,8 +135,19 @@ class ToolsModeEnv(TurnEnv):
         return format_hermes(call) if call is not None else command
 
     # ----- episode -------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        # The base gets the same seed and options, so its RNG moves in lockstep with this one and
+        # reset(seed=s) gives the very episode the text-mode id gives for seed s.
+        if seed is None and self._np_random is None:
+            seed = secrets.randbits(31)
+        self._reset_args = (seed, options)
+        return super().reset(seed=seed, options=options)
+
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        obs, info = self.base.reset(seed=self.episode_seed, options={"task": task})
+        seed, options = self._reset_args
+        obs, info = self.base.reset(seed=seed, options=options)
+        if info["task_id"] != task["task_id"]:  # a base that draws tasks its own way: pin ours
+            obs, info = self.base.reset(seed=self.episode_seed, options={"task": task})
         self._base_info = info
         return obs, {"admissible_actions": self._admissible(info["admissible_actions"]),
                      "progress": info["progress"], "extra": {**info["extra"], "base_id": self.base_id}}
