@@ -84,6 +84,7 @@ class ToolsModeEnv(TurnEnv):
                           for t in [v["command"], *v.get("aliases", [])]]
         self._formats = ("hermes", "json", "react") + (("command",) if plain_commands else ())
         self._base_info: dict[str, Any] = {}
+        self._action_cache: dict[str, str | None] = {}
         self._reset_args: tuple[int | None, dict[str, Any] | None] = (None, None)
 
     # ----- tasks and state come from the base env -----------------------------------------------
@@ -116,10 +117,15 @@ class ToolsModeEnv(TurnEnv):
         return None
 
     def _as_action(self, command: str) -> str | None:
+        # admissible lists repeat from turn to turn: remember each command's call text
+        if command in self._action_cache:
+            return self._action_cache[command]
         call = self.command_to_call(command)
-        if call is not None:
-            return format_hermes(call)
-        return command if self.plain_commands else None
+        action = format_hermes(call) if call is not None else command if self.plain_commands else None
+        if len(self._action_cache) > 50_000:
+            self._action_cache.clear()
+        self._action_cache[command] = action
+        return action
 
     def _admissible(self, commands: list[str] | None) -> list[str] | None:
         if commands is None:
