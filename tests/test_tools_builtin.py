@@ -8,7 +8,14 @@ import shutil
 import pytest
 
 from turngym.tools.builtin import (
-    Corpus, Workspace, calculator, evaluate_expression, python_tool, run_isolated, search_tool, shell_tool,
+    Corpus,
+    Workspace,
+    calculator,
+    evaluate_expression,
+    python_tool,
+    run_isolated,
+    search_tool,
+    shell_tool,
     workspace_tools,
 )
 from turngym.tools.executor import Executor

@@ -15,7 +15,10 @@ from turngym.core.registry import _REGISTRY
 from turngym.tools.modes import ToolsModeEnv
 from turngym.tools.parsers import format_hermes, parse_hermes
 from turngym.tools.registration import (
-    FAMILY_VERBS, register_builtin_tools_variants, register_tools_variant, tools_id,
+    FAMILY_VERBS,
+    register_builtin_tools_variants,
+    register_tools_variant,
+    tools_id,
 )
 from turngym.tools.verbs import HOUSEHOLD_VERBS, SHOP_VERBS
 

@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turngym.tools.parsers import (
-    ToolCall, format_hermes, parse_hermes, parse_json, parse_openai, parse_react, parse_tool_calls,
+    ToolCall,
+    format_hermes,
+    parse_hermes,
+    parse_json,
+    parse_openai,
+    parse_react,
+    parse_tool_calls,
 )
 
 # ----- Hermes / Qwen ------------------------------------------------------------------------------
