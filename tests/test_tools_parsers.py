@@ -91,6 +91,17 @@ def test_openai_parsed_tool_calls():
     assert not bad.ok and "not valid JSON" in bad.error
 
 
+def test_completion_action_carries_server_parsed_calls():
+    from turngym.core.policy import Completion
+    from turngym.tools.parsers import completion_action
+
+    calls = [{"id": "c7", "type": "function", "function": {"name": "click", "arguments": '{"target": "next"}'}}]
+    action = completion_action(Completion(text="", tool_calls=calls))
+    r = parse_tool_calls(action)
+    assert r.ok and (r.calls[0].id, r.calls[0].name, r.calls[0].arguments) == ("c7", "click", {"target": "next"})
+    assert completion_action(Completion(text="look")) == "look" and completion_action("look") == "look"
+
+
 # ----- ReAct --------------------------------------------------------------------------------------
 
 

@@ -202,3 +202,12 @@ def format_hermes(calls: list[ToolCall] | ToolCall) -> str:
     calls = [calls] if isinstance(calls, ToolCall) else calls
     return "\n".join("<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
                      + "</tool_call>" for c in calls)
+
+
+def completion_action(completion: Any) -> str:
+    """The env action for a ``Completion``: its text, or, when a server already parsed tool calls
+    (``Completion.tool_calls``), those calls as OpenAI JSON (which the ``json`` parser reads)."""
+    calls = getattr(completion, "tool_calls", None)
+    if calls:
+        return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+    return completion if isinstance(completion, str) else completion.text
