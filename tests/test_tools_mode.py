@@ -15,7 +15,7 @@ from turngym.core.registry import _REGISTRY
 from turngym.tools.modes import ToolsModeEnv
 from turngym.tools.parsers import format_hermes, parse_hermes
 from turngym.tools.registration import (
-    FAMILY_VERBS,
+    BUILTIN_TOOLS_VARIANTS,
     register_builtin_tools_variants,
     register_tools_variant,
     tools_id,
@@ -150,23 +150,27 @@ def test_register_tools_variant_needs_a_registered_base():
     assert gym.make(TOOLS_ID).unwrapped.tools()  # mirrored into Gymnasium's registry too
 
 
-def test_builtin_variants_only_for_registered_text_families():
-    added = ["turngym-tests/FakeHousehold-v0", "turngym-tests/FakeHousehold-tools-v0",
-             "turngym-tests/FakeShopImage-v0"]
+def test_builtin_variants_only_for_registered_ids(monkeypatch):
+    from turngym.tools import registration
+
+    added = ["turngym-tests/FakeHousehold-v0", "turngym-tests/FakeHousehold-tools-v0"]
+    monkeypatch.setitem(registration.BUILTIN_TOOLS_VARIANTS, added[0], "household")
+    monkeypatch.setitem(registration.BUILTIN_TOOLS_VARIANTS, "turngym-tests/Missing-v0", "shop")
     try:
+        register_builtin_tools_variants()
+        assert added[1] not in _REGISTRY  # the base is not registered yet: no twin
         turngym.register(added[0], "contract_env:CounterEnv", family="household", max_episode_steps=5)
-        turngym.register(added[2], "contract_env:CounterEnv", family="shop", modality="image")
         before = set(_REGISTRY)
         register_builtin_tools_variants()
         register_builtin_tools_variants()  # idempotent
         assert set(_REGISTRY) - before == {added[1]}
         env = turngym.make(added[1])
         assert [t["function"]["name"] for t in env.tools()] == [v["name"] for v in HOUSEHOLD_VERBS]
+        assert turngym.spec(added[1]).family == "household"
     finally:
         for env_id in added:
             _REGISTRY.pop(env_id, None)
             gym.registry.pop(env_id, None)
-    assert set(FAMILY_VERBS) == {"household", "shop"}
 
 
 # ----- verb tables --------------------------------------------------------------------------------
@@ -273,7 +277,7 @@ def test_specs_render_with_a_real_tokenizer_chat_template():
 
 # ----- household and shop, once their families are registered --------------------------------------
 
-REAL_TOOLS_IDS = [s.id for s in turngym.list_envs() if s.family in FAMILY_VERBS and "-tools-" in s.id]
+REAL_TOOLS_IDS = [tools_id(base) for base in BUILTIN_TOOLS_VARIANTS if tools_id(base) in _REGISTRY]
 
 
 @pytest.mark.skipif(not REAL_TOOLS_IDS, reason="the household and shop families are not registered on this branch")

@@ -7,8 +7,9 @@ from typing import Any
 
 from turngym.core.registry import _REGISTRY, register
 
-#: family -> verb table: every text id of these families gets a tools-mode twin
-FAMILY_VERBS: dict[str, str] = {"household": "household", "shop": "shop"}
+#: base id -> verb table: the built-in ids that get a tools-mode twin when they are registered.
+#: Other ids of these families can call ``register_tools_variant`` themselves.
+BUILTIN_TOOLS_VARIANTS: dict[str, str] = {"turngym/Household-v0": "household", "turngym/Shop-v0": "shop"}
 ENTRY_POINT = "turngym.tools.modes:ToolsModeEnv"
 
 
@@ -40,12 +41,11 @@ def register_tools_variant(base_id: str, verbs: str | list[dict[str, Any]], id: 
 
 
 def register_builtin_tools_variants() -> None:
-    """Tools-mode ids for the registered text ids of the families in FAMILY_VERBS.
+    """Tools-mode twins of the ids in BUILTIN_TOOLS_VARIANTS that are registered.
 
     Called from ``turngym.envs.register_builtin_envs`` after the families registered, so it
     registers nothing for a family that is not installed.
     """
-    for s in list(_REGISTRY.values()):
-        table = FAMILY_VERBS.get(s.family)
-        if table and s.modality == "text" and s.entry_point != ENTRY_POINT and tools_id(s.id) not in _REGISTRY:
-            register_tools_variant(s.id, table)
+    for base_id, table in BUILTIN_TOOLS_VARIANTS.items():
+        if base_id in _REGISTRY and tools_id(base_id) not in _REGISTRY:
+            register_tools_variant(base_id, table)
