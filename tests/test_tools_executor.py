@@ -104,6 +104,10 @@ def test_errors_are_typed(call, kind):
 def test_parse_error_result():
     [result] = make().run(parse_tool_calls('<tool_call>{"name": "add"'))
     assert result.error == "parse_error" and "truncated" in result.content
+    [result] = make().run(parse_tool_calls("just words"))
+    assert result.error == "parse_error" and "no tool call" in result.content
+    [result] = asyncio.run(make().arun(parse_tool_calls("{")))
+    assert result.error == "parse_error"
 
 
 def test_injected_context_missing_is_reported():

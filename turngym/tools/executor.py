@@ -58,6 +58,13 @@ def to_text(value: Any) -> str:
         return str(value)
 
 
+def _calls_or_error(parsed: ParseResult) -> list[ToolCall] | ToolResult:
+    if parsed.error or not parsed.calls:
+        reason = parsed.error or "no tool call found"
+        return ToolResult("call_0", "", f"Error: could not parse the tool call: {reason}", "parse_error")
+    return parsed.calls
+
+
 class _Validators:
     """One compiled jsonschema validator per tool (compiling dominates validation cost)."""
 
@@ -173,10 +180,9 @@ class Executor:
     def run(self, calls: list[ToolCall] | ParseResult) -> list[ToolResult]:
         """Execute calls; results come back in the calls' order."""
         if isinstance(calls, ParseResult):
-            if calls.error:
-                return [ToolResult("call_0", "", f"Error: could not parse the tool call: {calls.error}",
-                                   "parse_error")]
-            calls = calls.calls
+            calls = _calls_or_error(calls)
+            if isinstance(calls, ToolResult):
+                return [calls]
         results: list[ToolResult | None] = [None] * len(calls)
         parallel: list[tuple[int, Tool, dict, concurrent.futures.Future]] = []
         for i, call in enumerate(calls):
@@ -214,10 +220,9 @@ class Executor:
     async def arun(self, calls: list[ToolCall] | ParseResult) -> list[ToolResult]:
         """The asyncio twin of ``run``: async tools are awaited, sync ones run in threads."""
         if isinstance(calls, ParseResult):
-            if calls.error:
-                return [ToolResult("call_0", "", f"Error: could not parse the tool call: {calls.error}",
-                                   "parse_error")]
-            calls = calls.calls
+            calls = _calls_or_error(calls)
+            if isinstance(calls, ToolResult):
+                return [calls]
 
         async def one(call: ToolCall, t: Tool, kwargs: dict[str, Any]) -> ToolResult:
             limit = self._limit(t)
