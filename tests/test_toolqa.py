@@ -92,3 +92,17 @@ def test_several_calls_run_and_answer_ends_the_turn():
     obs, reward, terminated, _, info = env.step(action)
     assert terminated and reward == 1.0
     assert [m["name"] for m in info["messages"]] == ["calculator", "search", "answer"]
+
+
+def test_a_failed_sandbox_makes_the_episode_unscorable(monkeypatch):
+    from turngym.tools import builtin
+
+    def broken(*args, **kwargs):
+        raise builtin.SandboxFailure("bwrap: setting up uid map: Permission denied")
+
+    monkeypatch.setattr(builtin, "run_isolated", broken)
+    env = turngym.make("turngym/ToolQA-v0")
+    env.reset(seed=0, options={"task_id": "toolqa-data-0003"})
+    obs, reward, terminated, truncated, info = env.step(env.expert_action())
+    assert truncated and not terminated and reward == 0.0
+    assert info["scorable"] is False and info["done_reason"] == "infrastructure_error"

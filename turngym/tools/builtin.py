@@ -1,8 +1,9 @@
 """Built-in tools: calculator, python, shell, workspace files, local text search.
 
-``python`` and ``shell`` run in a child process with rlimits and a wall-clock timeout through
-``run_isolated``, the one call site to switch to ``turngym.sandbox`` once it exists. Like the
-harnesses of human-eval and APPS, a child process with rlimits is not a security boundary.
+``python`` and ``shell`` run through ``run_isolated``, their one call site: in ``turngym.sandbox``
+when that package is present, else in a child process with rlimits and a wall-clock timeout.
+Like the harnesses of human-eval and APPS, a child process with rlimits is not a security
+boundary; the sandbox is the stronger one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from turngym.tools.executor import InfrastructureError
 from turngym.tools.schema import Tool, ToolSet, tool
 
 # ----- calculator ---------------------------------------------------------------------------------
@@ -105,16 +107,44 @@ def _limit_child(memory_mb: int, cpu_s: int) -> None:
     os.setsid()
 
 
-def run_isolated(argv: list[str], *, stdin: str = "", timeout: float = 10.0, memory_mb: int = 1024,
-                 workdir: str | None = None, max_output_bytes: int = 1 << 20) -> RunResult:
-    """Run a command in a child process with rlimits and a wall-clock timeout.
+class SandboxFailure(InfrastructureError):
+    """The sandbox itself failed (not the code in it): the episode says nothing about the policy."""
 
-    The single call site of code-running tools; to be switched to ``turngym.sandbox.run``.
+
+def _sandbox_run() -> Any:
+    """``turngym.sandbox.run`` when that package is present, else None (subprocess fallback)."""
+    if os.environ.get("TURNGYM_TOOLS_SANDBOX", "1") == "0":
+        return None
+    try:
+        from turngym.sandbox import run
+    except ImportError:
+        return None
+    return run
+
+
+def run_isolated(argv: list[str] | None = None, *, code: str | None = None, stdin: str = "",
+                 timeout: float = 10.0, memory_mb: int = 1024, max_output_bytes: int = 1 << 20) -> RunResult:
+    """Run a command (``argv``) or Python source (``code``) isolated, with a wall-clock timeout.
+
+    The one call site of the code-running tools. With ``turngym.sandbox`` installed the run goes
+    there (bubblewrap or namespaces); otherwise to a child process with rlimits in its own
+    session, killed as a group on timeout. ``TURNGYM_TOOLS_SANDBOX=0`` forces the fallback.
     """
+    if (argv is None) == (code is None):
+        raise ValueError("run_isolated: give exactly one of argv and code")
+    sandbox = _sandbox_run()
+    if sandbox is not None:
+        r = sandbox(argv, code=code, stdin=stdin or None, timeout_s=timeout, memory_mb=memory_mb,
+                    max_output_bytes=max_output_bytes)
+        if r.error:
+            raise SandboxFailure(r.error)
+        return RunResult(r.stdout, r.stderr, None if r.timed_out else r.exit_code, r.timed_out)
+    if code is not None:
+        argv, stdin = [sys.executable, "-I", "-"], code
     with tempfile.TemporaryDirectory(prefix="turngym-tool-") as tmp:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=workdir or tmp, env=env,
+                                cwd=tmp, env=env,
                                 preexec_fn=lambda: _limit_child(memory_mb, max(1, math.ceil(timeout))))
         try:
             out, err = proc.communicate(stdin.encode(), timeout=timeout)
@@ -152,7 +182,7 @@ def python_tool(timeout: float = 10.0, memory_mb: int = 1024) -> Tool:
         Args:
             code: The complete program to run.
         """
-        result = run_isolated([sys.executable, "-I", "-"], stdin=code, timeout=timeout, memory_mb=memory_mb)
+        result = run_isolated(code=code, timeout=timeout, memory_mb=memory_mb)
         return _format_run(result, timeout)
 
     # the child enforces the limit; the executor's own timeout is a little longer
@@ -168,7 +198,7 @@ def shell_tool(timeout: float = 10.0, memory_mb: int = 1024) -> Tool:
         Args:
             command: The bash command or script.
         """
-        result = run_isolated(["/bin/bash", "-s"], stdin=command, timeout=timeout, memory_mb=memory_mb)
+        result = run_isolated(["/bin/bash", "-c", command], timeout=timeout, memory_mb=memory_mb)
         return _format_run(result, timeout)
 
     return tool(shell, parallel_safe=True, timeout=timeout + 5)

@@ -8,6 +8,9 @@ Every call gives a ``ToolResult``; nothing raises to the caller. Error kinds:
     timeout         the call ran past its time limit
     execution_error the tool raised
 
+A tool raising ``InfrastructureError`` (its sandbox crashed) is not the model's error: that
+exception goes through to the env, which ends the episode with ``scorable=False``.
+
 Calls to tools marked ``parallel_safe`` run concurrently; the others run one after another in
 the order the model wrote them. ``run`` is synchronous, ``arun`` the asyncio twin.
 """
@@ -26,6 +29,14 @@ from turngym.tools.schema import Tool, ToolSet
 
 ERROR_KINDS = ("parse_error", "unknown_tool", "bad_arguments", "timeout", "execution_error")
 ON_ERROR = ("feedback", "end")
+
+
+class InfrastructureError(RuntimeError):
+    """Raised by a tool when the machinery under it failed (a crashed sandbox), not the call.
+
+    The executor lets it through instead of reporting ``execution_error``: an env ends the
+    episode as unscorable rather than blaming the policy.
+    """
 
 
 @dataclass
@@ -194,6 +205,8 @@ class Executor:
             if limit is None:  # no timeout: run inline, the cheapest path
                 try:
                     results[i] = self._finish(call, self._call_sync(t, prepared))  # type: ignore[arg-type]
+                except InfrastructureError:
+                    raise
                 except Exception as e:
                     results[i] = self._failed(call, e)
                 continue
@@ -214,6 +227,8 @@ class Executor:
             # that run code (python, shell) enforce their own limit in a child process.
             future.cancel()
             return self._timed_out(call, limit)
+        except InfrastructureError:
+            raise
         except Exception as e:
             return self._failed(call, e)
 
@@ -232,6 +247,8 @@ class Executor:
                 return self._finish(call, value)
             except TimeoutError:
                 return self._timed_out(call, limit or 0)
+            except InfrastructureError:
+                raise
             except Exception as e:
                 return self._failed(call, e)
 

@@ -14,7 +14,7 @@ from typing import Any
 from turngym.core.env import TurnEnv
 from turngym.envs.toolqa.tasks import KINDS, all_tasks, corpus
 from turngym.tools.builtin import Corpus, calculator, python_tool, search_tool
-from turngym.tools.executor import ON_ERROR, Executor, ToolResult
+from turngym.tools.executor import ON_ERROR, Executor, InfrastructureError, ToolResult
 from turngym.tools.parsers import ParseResult, ToolCall, format_hermes, parse_tool_calls
 from turngym.tools.schema import ToolSet, tool
 
@@ -125,7 +125,12 @@ class ToolQAEnv(TurnEnv):
             calls.append(call)
             if call.name == "answer":
                 break
-        results: list[ToolResult] = self.executor.run(calls)
+        try:
+            results: list[ToolResult] = self.executor.run(calls)
+        except InfrastructureError as e:  # the sandbox failed, not the policy: unscorable
+            message = f"The tool machinery failed ({e}); this episode cannot be scored."
+            return message, 0.0, False, True, {"scorable": False, "done_reason": "infrastructure_error",
+                                               "messages": [{"role": "user", "content": message}]}
         errors = [r.error for r in results if r.error]
         reward, terminated, success = 0.0, False, False
         for call, result in zip(calls, results):
