@@ -12,6 +12,9 @@ from pathlib import Path
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
+    "view": ("browse a run's episodes in a local web page (turns, spans, advantages, groups)", "turngym.viewer.server"),
+    "report": ("write a run's self-contained HTML report (curves, success, lengths, invalid actions)",
+               "turngym.viewer.report"),
 }
 
 
@@ -157,7 +160,10 @@ def _run_eval(args) -> int:
     print(format_table([row], ["env", "policy", "episodes", "unscorable", "success_rate",
                                "mean_return", "mean_steps"]))
     if args.out:
+        from turngym.viewer import write_report
+
         print(f"trajectories: {args.out}")
+        print(f"report: {write_report(args.out)}")
     return 0
 
 

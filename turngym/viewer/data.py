@@ -1,0 +1,199 @@
+"""Turn Trajectory JSONL into what the viewer and the report show.
+
+Everything here is a plain function of records: episode summaries (one row of the episode
+list), episode views (the turns, trimmed of token ids), and the alignment of a group's
+rollouts on shared ``state_key``s.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from turngym.core.records import Step, Trajectory, iter_jsonl
+
+#: the span names the viewer colours; others are shown with a neutral colour
+SPAN_NAMES = ("think", "subgoal", "switch", "action", "tool_call")
+
+
+def find_run_files(path: str | Path) -> tuple[Path, list[Path]]:
+    """The root folder and the trajectory files under ``path`` (a JSONL file or a run dir).
+
+    A run dir has ``rollouts/*.jsonl`` and ``eval/*.jsonl``; loose ``*.jsonl`` files at its top
+    (other than ``metrics.jsonl``) count too.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path.parent, [path]
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or run directory")
+    files = [p for p in sorted(path.glob("*.jsonl")) if p.name != "metrics.jsonl"]
+    for sub in ("rollouts", "eval"):
+        files += sorted((path / sub).glob("*.jsonl"))
+    return path, files
+
+
+def task_type(traj: Trajectory) -> str:
+    extra = (traj.initial_info or {}).get("extra") or {}
+    return str(extra.get("task_type") or traj.metadata.get("task_type") or "-")
+
+
+def split_of(traj: Trajectory, source: str = "") -> str:
+    """The task split: recorded by the writer when it can, else read off the file's place."""
+    extra = (traj.initial_info or {}).get("extra") or {}
+    split = traj.metadata.get("split") or extra.get("split")
+    if split:
+        return str(split)
+    parts = Path(source).parts
+    if parts and parts[0] == "rollouts":
+        return "train"
+    if parts and parts[0] == "eval":
+        return Path(source).stem
+    return "-"
+
+
+def invalid_actions(traj: Trajectory) -> int:
+    return sum(1 for s in traj.steps if s.info.get("action_valid") is False)
+
+
+def summarize_episode(traj: Trajectory, index: int, source: str = "") -> dict[str, Any]:
+    """One row of the episode list."""
+    advantages = [s.advantage for s in traj.steps if s.advantage is not None]
+    return {
+        "index": index,
+        "trajectory_id": traj.trajectory_id or f"#{index}",
+        "group_id": traj.group_id,
+        "env_id": traj.env_id,
+        "task_id": traj.task_id,
+        "task_type": task_type(traj),
+        "split": split_of(traj, source),
+        "seed": traj.seed,
+        "length": traj.length,
+        "episode_return": _finite(traj.episode_return),
+        "success": bool(traj.success),
+        "scorable": bool(traj.scorable),
+        "invalid_actions": invalid_actions(traj),
+        "estimator": str(traj.metadata.get("estimator", "")),
+        "has_advantage": bool(advantages),
+        "max_abs_advantage": max((abs(a) for a in advantages), default=0.0),
+        "done_reason": (traj.steps[-1].info.get("done_reason") if traj.steps else None) or "",
+    }
+
+
+def step_view(step: Step) -> dict[str, Any]:
+    """A turn as the page shows it: no token ids, tool traffic and screenshot pulled out."""
+    info = step.info or {}
+    extra = info.get("extra") or {}
+    messages = info.get("messages") or []
+    tool_messages = [m for m in messages if m.get("role") == "tool" or m.get("tool_calls")]
+    answer = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+    screenshot = extra.get("screenshot_png_b64")
+    return {
+        "turn": step.turn,
+        "observation": step.observation,
+        "action": step.action,
+        "spans": {k: list(v) for k, v in (step.spans or {}).items() if _is_span(v, len(step.action))},
+        "reward": _finite(step.reward),
+        "reward_components": info.get("reward_components") or {},
+        "advantage": None if step.advantage is None else _finite(step.advantage),
+        "state_key": step.state_key,
+        "next_state_key": info.get("state_key", ""),
+        "action_valid": info.get("action_valid", True) is not False,
+        "parse_error": info.get("parse_error"),
+        "tool_messages": tool_messages,
+        "answer": answer,          # the env's reply to this action (the next observation)
+        "terminated": step.terminated,
+        "truncated": step.truncated,
+        "done_reason": info.get("done_reason"),
+        "is_success": bool(info.get("is_success", False)),
+        "progress": info.get("progress"),
+        "screenshot_png_b64": screenshot if isinstance(screenshot, str) else None,
+        "num_tokens": len(step.completion_ids),
+    }
+
+
+def episode_view(traj: Trajectory, index: int, source: str = "") -> dict[str, Any]:
+    initial_messages = (traj.initial_info or {}).get("messages") or []
+    system = next((m.get("content", "") for m in initial_messages if m.get("role") == "system"), "")
+    return {
+        **summarize_episode(traj, index, source),
+        "initial_observation": traj.initial_observation,
+        "instructions": system,
+        "metadata": {k: v for k, v in traj.metadata.items() if k != "error"},
+        "error": traj.metadata.get("error"),
+        "steps": [step_view(s) for s in traj.steps],
+    }
+
+
+def align_group(sequences: list[list[str]]) -> list[dict[str, Any]]:
+    """Align the rollouts of a group so that steps taken in the same state share a row.
+
+    ``sequences[m]`` is member m's list of state keys (one per step). Members are added one at
+    a time: each is matched to the rows built so far by a longest common subsequence on the
+    keys (a row matches a step when their keys are equal), and its unmatched steps become new
+    rows in order. Returns rows ``{"state_key", "cells"}`` where ``cells[m]`` is member m's step
+    index in that row or None.
+    """
+    rows: list[dict[str, Any]] = []
+    for m, keys in enumerate(sequences):
+        row_keys = [r["state_key"] for r in rows]
+        matches = _lcs_pairs(row_keys, keys)
+        merged: list[dict[str, Any]] = []
+        r = s = 0
+        for mr, ms in matches + [(len(rows), len(keys))]:
+            # rows before the match stay as they are, steps before it get rows of their own
+            merged.extend(rows[r:mr])
+            for j in range(s, ms):
+                merged.append({"state_key": keys[j], "cells": [None] * m + [j]})
+            if mr < len(rows):
+                merged.append(rows[mr])
+                rows[mr]["cells"].append(ms)
+            r, s = mr + 1, ms + 1
+        for row in merged:  # rows this member skipped
+            if len(row["cells"]) == m:
+                row["cells"].append(None)
+        rows = merged
+    for row in rows:
+        row["shared"] = sum(c is not None for c in row["cells"])
+    return rows
+
+
+def _lcs_pairs(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Index pairs of one longest common subsequence of a and b (empty keys never match)."""
+    n, k = len(a), len(b)
+    table = [[0] * (k + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(k - 1, -1, -1):
+            if a[i] and a[i] == b[j]:
+                table[i][j] = table[i + 1][j + 1] + 1
+            else:
+                table[i][j] = max(table[i + 1][j], table[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < k:
+        if a[i] and a[i] == b[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif table[i + 1][j] >= table[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def load_file(path: Path) -> list[Trajectory]:
+    return list(iter_jsonl(path)) if path.stat().st_size else []
+
+
+def _is_span(value: Any, length: int) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(x, int) for x in value) and 0 <= value[0] <= value[1] <= length)
+
+
+def _finite(x: Any) -> float | None:
+    """JSON has no NaN/inf: show them as missing rather than break the page."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
