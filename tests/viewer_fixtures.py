@@ -97,8 +97,11 @@ def dress(traj: Trajectory, screenshots: bool = False) -> None:
         else:
             body = f"<action>{cmd}</action>"
         step.action = think + body
-        step.spans = {"think": [0, len(think) - 1],
-                      ("tool_call" if cmd == "submit" else "action"): [len(think), len(step.action)]}
+        # spans cover the content between the tags, as the agents' parsers record them
+        tag = "tool_call" if cmd == "submit" else "action"
+        start = len(think) + len(f"<{tag}>")
+        step.spans = {"think": [len("<think>"), len(think) - len("</think>\n")],
+                      tag: [start, len(step.action) - len(f"</{tag}>")]}
         if screenshots:
             png = tiny_png(240, 48, value, target)
             step.info.setdefault("extra", {})["screenshot_png_b64"] = base64.b64encode(png).decode()

@@ -109,6 +109,7 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
 
     def on_trajectory(traj):
         bar.update(1)
+        traj.metadata.setdefault("split", split)  # the report groups results by split
         if out:
             turngym.write_jsonl(out, [traj])
         written.append(traj)

@@ -37,6 +37,7 @@ class RunStore:
     """The trajectory files of one run, loaded lazily and reloaded when they change."""
 
     def __init__(self, path: str | Path):
+        self.path = Path(path)
         self.root, files = data.find_run_files(path)
         if not files:
             raise FileNotFoundError(f"{path}: no trajectory files (*.jsonl, rollouts/*.jsonl, eval/*.jsonl)")
@@ -47,7 +48,13 @@ class RunStore:
     def _name(self, p: Path) -> str:
         return p.relative_to(self.root).as_posix()
 
+    def refresh(self) -> None:
+        """Pick up files a running trainer has written since (a new rollouts/update_*.jsonl)."""
+        self.files = {self._name(p): p for p in data.find_run_files(self.path)[1]}
+
     def trajectories(self, name: str) -> list[Trajectory]:
+        if name not in self.files:
+            self.refresh()
         if name not in self.files:
             raise KeyError(f"file: {name!r} is not part of this run; known: {sorted(self.files)}")
         path = self.files[name]
@@ -60,6 +67,7 @@ class RunStore:
         return cached[2]
 
     def file_list(self) -> list[dict[str, Any]]:
+        self.refresh()
         return [{"name": name, "episodes": len(self.trajectories(name))} for name in self.files]
 
     def episodes(self, name: str) -> dict[str, Any]:
