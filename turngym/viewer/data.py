@@ -185,6 +185,15 @@ def load_file(path: Path) -> list[Trajectory]:
     return list(iter_jsonl(path)) if path.stat().st_size else []
 
 
+def count_episodes(path: Path) -> int:
+    """Trajectories in a JSONL file, without parsing them (a cut-off last line is not counted)."""
+    count = 0
+    with open(path, "rb") as f:
+        for line in f:
+            count += line.endswith(b"\n") and bool(line.strip())
+    return count
+
+
 def _is_span(value: Any, length: int) -> bool:
     return (isinstance(value, (list, tuple)) and len(value) == 2
             and all(isinstance(x, int) for x in value) and 0 <= value[0] <= value[1] <= length)

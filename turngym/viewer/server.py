@@ -67,8 +67,9 @@ class RunStore:
         return cached[2]
 
     def file_list(self) -> list[dict[str, Any]]:
+        # counting lines, not parsing them: a long run has hundreds of rollout files
         self.refresh()
-        return [{"name": name, "episodes": len(self.trajectories(name))} for name in self.files]
+        return [{"name": name, "episodes": data.count_episodes(path)} for name, path in self.files.items()]
 
     def episodes(self, name: str) -> dict[str, Any]:
         rows = [data.summarize_episode(t, i, name) for i, t in enumerate(self.trajectories(name))]
