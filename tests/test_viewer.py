@@ -24,7 +24,7 @@ from viewer_fixtures import make_run_dir, rollout
 from turngym.cli import main as cli_main
 from turngym.core.records import read_jsonl, write_jsonl
 from turngym.viewer import data, write_report
-from turngym.viewer.report import nice_ticks
+from turngym.viewer.report import latest_files, nice_ticks
 from turngym.viewer.server import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,8 +69,8 @@ def test_align_group_puts_equal_states_in_one_row():
 
 
 def test_episode_view_carries_spans_tools_screenshots_and_advantages(run_dir):
-    trajs = read_jsonl(run_dir / "eval" / "test.jsonl")
-    view = data.episode_view(trajs[0], 0, "eval/test.jsonl")
+    trajs = read_jsonl(run_dir / "eval" / "update_0002.jsonl")
+    view = data.episode_view(trajs[0], 0, "eval/update_0002.jsonl", data.config_splits(run_dir))
     assert view["estimator"] == "gigpo" and view["split"] == "test"
     assert view["task_type"] in {"count_up", "count_down", "stay"}
     step = view["steps"][0]
@@ -79,12 +79,18 @@ def test_episode_view_carries_spans_tools_screenshots_and_advantages(run_dir):
     submits = [s for s in view["steps"] if "tool_call" in s["spans"]]
     assert submits and submits[-1]["tool_messages"][0]["role"] == "tool"
     assert "prompt_ids" not in step  # token ids stay out of the page
+    extra = trajs[0].steps[0].info["extra"]  # the browser env's spelling of the key works too
+    extra["screenshot_png_base64"] = extra.pop("screenshot_png_b64")
+    assert data.step_view(trajs[0].steps[0])["screenshot_png_b64"] == extra["screenshot_png_base64"]
 
 
 def test_split_and_task_type_fallbacks():
     traj = rollout(["counter-1"], eps=1.0, invalid=0.0, seed=0, group_size=1)[0]
     assert data.split_of(traj, "rollouts/update_0003.jsonl") == "train"
     assert data.split_of(traj, "eval/valid_unseen.jsonl") == "valid_unseen"
+    assert data.split_of(traj, "eval/update_0003.jsonl") == "eval"  # a trainer's periodic evaluation
+    assert data.split_of(traj, "eval/update_0003.jsonl", {"eval": "valid_unseen"}) == "valid_unseen"
+    assert data.split_of(traj, "loose.jsonl") == "-"
     traj.metadata["split"] = "valid_seen"
     assert data.split_of(traj, "eval/x.jsonl") == "valid_seen"
     traj.initial_info["extra"] = {}
@@ -97,7 +103,8 @@ def test_server_api(server, run_dir):
     assert status == 200
     names = [f["name"] for f in files["files"]]
     assert names == ["rollouts/update_0000.jsonl", "rollouts/update_0001.jsonl",
-                     "rollouts/update_0002.jsonl", "eval/test.jsonl"]
+                     "rollouts/update_0002.jsonl", "eval/update_0000.jsonl", "eval/update_0002.jsonl"]
+    assert [f["episodes"] for f in files["files"]] == [20, 20, 20, 8, 8]
     status, body = get_json(server + "api/episodes?file=rollouts/update_0000.jsonl")
     assert status == 200 and len(body["episodes"]) == 20 and body["advantage_scale"] > 0
     first = body["episodes"][0]
@@ -106,7 +113,7 @@ def test_server_api(server, run_dir):
     assert all(len(r["cells"]) == 4 for r in group["rows"]) and group["rows"][0]["shared"] == 4
     status, err = get_json(server + "api/episode?file=nope.jsonl&index=0")
     assert status == 404 and "nope.jsonl" in err["error"]
-    status, err = get_json(server + "api/episode?file=eval/test.jsonl&index=99")
+    status, err = get_json(server + "api/episode?file=eval/update_0002.jsonl&index=99")
     assert status == 404 and "out of range" in err["error"]
     status, err = get_json(server + "static/..%2f..%2fcli.py")
     assert status == 404
@@ -129,14 +136,14 @@ def test_server_follows_a_growing_file(tmp_path):
 
 
 def test_view_command_serves_until_stopped(run_dir):
-    proc = subprocess.Popen([sys.executable, "-m", "turngym", "view", str(run_dir / "eval" / "test.jsonl"),
+    proc = subprocess.Popen([sys.executable, "-m", "turngym", "view", str(run_dir / "eval" / "update_0002.jsonl"),
                              "--port", "0"], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         line = proc.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
         status, files = get_json(url + "api/files")
-        assert status == 200 and files["files"] == [{"name": "test.jsonl", "episodes": 8}]
+        assert status == 200 and files["files"] == [{"name": "update_0002.jsonl", "episodes": 8}]
         with urllib.request.urlopen(url, timeout=30) as r:
             page = r.read().decode()
         assert "<script src=\"/static/viewer.js\">" in page and "http" not in page.split("<body>")[1]
@@ -210,15 +217,31 @@ def test_report_is_valid_self_contained_html(run_dir):
     assert parser.counts["svg"] >= 5  # success, return, loss, time, rollouts per update, lengths
     for section in ("curves", "success", "lengths", "invalid", "files", "look"):
         assert f'id="{section}"' in text
-    assert "count_up" in text and "count_down" in text and "eval/test.jsonl" in text
+    assert "count_up" in text and "count_down" in text and "eval/update_0002.jsonl" in text
     assert 'href="http://127.0.0.1:8765/#file=rollouts/update_0000.jsonl&amp;episode=' in text
     assert "turngym view " + str(run_dir) in text
+    # splits come from config.yaml (env.train_split / env.eval_split), not from file names, and
+    # the success table reads only the latest update's files
+    table = re.search(r'<table class="success-table">(.*?)</table>', text).group(1)
+    assert "<th>test</th><th>train</th><th>all</th>" in table and "update_" not in table
+    assert "From the latest update's files only" in text
+    all_all = re.findall(r"\(n=(\d+)\)", table)[-1]
+    assert int(all_all) == 20 + 8  # rollouts/update_0002 + eval/update_0002
+    assert 'data-series="eval success rate"' in text and 'data-series="rollout success rate"' in text
+
+
+def test_latest_files():
+    per_file = [{"file": f"{d}/update_{u:04d}.jsonl", "folder": d, "update": u}
+                for d in ("rollouts", "eval") for u in (0, 1, 2) if d == "rollouts" or u != 1]
+    per_file.append({"file": "eval/valid_unseen.jsonl", "folder": "eval", "update": None})
+    assert latest_files(per_file) == ["rollouts/update_0002.jsonl", "eval/update_0002.jsonl",
+                                      "eval/valid_unseen.jsonl"]
 
 
 def test_report_for_one_file_and_without_metrics(tmp_path, run_dir):
     copy = tmp_path / "evals" / "test.jsonl"
     copy.parent.mkdir()
-    shutil.copy(run_dir / "eval" / "test.jsonl", copy)
+    shutil.copy(run_dir / "eval" / "update_0002.jsonl", copy)
     path = write_report(copy)
     assert path == tmp_path / "evals" / "test.report.html"
     text = path.read_text()
@@ -298,7 +321,7 @@ def test_viewer_in_browser_filter_open_episode_and_colours(page, server, run_dir
     page.wait_for_selector("body[data-ready='1']")
     rows = page.locator("tr.episode-row")
     assert rows.count() == 20
-    assert page.locator("#file-select option").count() == 4
+    assert page.locator("#file-select option").count() == 5
 
     # filters: outcome, then task type, then a return range
     page.select_option("#filter-outcome", "failure")
@@ -364,7 +387,7 @@ def test_viewer_in_browser_filter_open_episode_and_colours(page, server, run_dir
 
 
 def test_viewer_shows_screenshots_and_tool_results(page, server, tmp_path):
-    page.goto(server + "#file=eval/test.jsonl&episode=0")
+    page.goto(server + "#file=eval/update_0002.jsonl&episode=0")
     page.wait_for_selector("#episode[data-index='0']")
     img = page.locator("#turns img.screenshot").first
     assert img.evaluate("e => e.complete && e.naturalWidth") == 240

@@ -5,7 +5,7 @@ Episodes come from EnvPool rollouts of ``turngym-tests/Counter-v0`` with a noisy
 is dressed the way a trained LLM agent's records look: the command wrapped in
 ``<think>``/``<action>`` (or a ``<tool_call>`` for ``submit``) with the char spans filled in, tool
 results in ``info["messages"]``, a GiGPO-style advantage per step, the estimator's name, a task
-type, and, in the eval file, a small PNG screenshot per step.
+type, and, in the eval files, a small PNG screenshot per step.
 """
 
 from __future__ import annotations
@@ -146,24 +146,29 @@ def rollout(tasks: list[str], eps: float, invalid: float, seed: int, group_size:
 
 
 def make_run_dir(root: Path, updates: int = 3) -> Path:
-    """A training run's folder: config, metrics, rollouts per update, one eval file."""
+    """A training run's folder as the trainer leaves it: config, metrics, rollouts per update, and
+    an evaluation every second update (``eval/update_XXXX.jsonl``, with screenshots)."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "config.yaml").write_text(f"env: {ENV_ID}\nestimator: gigpo\ngroup_size: 4\nupdates: {updates}\n")
+    (root / "config.yaml").write_text(
+        f"env:\n  id: {ENV_ID}\n  train_split: train\n  eval_split: test\n"
+        f"rl:\n  estimator: gigpo\n  group_size: 4\nupdates: {updates}\n")
     train_tasks = contract_env.CounterEnv().task_ids("train")[:5]
+    test_tasks = contract_env.CounterEnv().task_ids("test")
     metrics = []
     for u in range(updates):
         eps, invalid = 0.6 * 0.5 ** u, 0.25 * 0.5 ** u
         trajs = rollout(train_tasks, eps, invalid, seed=100 * u, group_size=4)
         write_jsonl(root / "rollouts" / f"update_{u:04d}.jsonl", trajs, append=False)
         scorable = [t for t in trajs if t.scorable]
-        metrics.append({"update": u, "env_steps": sum(t.length for t in trajs) * (u + 1),
-                        "episodes": len(trajs) * (u + 1),
-                        "train/success_rate": sum(t.success for t in scorable) / len(scorable),
-                        "train/mean_return": sum(t.episode_return for t in scorable) / len(scorable),
-                        "loss/policy": 0.4 / (u + 1), "loss/kl": 0.01 * u, "time/update_s": 1.5 + 0.1 * u})
-    evals = rollout(contract_env.CounterEnv().task_ids("test"), eps=0.1, invalid=0.1, seed=7, group_size=2,
-                    screenshots=True)
-    write_jsonl(root / "eval" / "test.jsonl", evals, append=False)
-    metrics[-1]["eval/success_rate"] = sum(t.success for t in evals) / len(evals)
+        row = {"update": u, "env_steps": sum(t.length for t in trajs) * (u + 1),
+               "episodes": len(trajs) * (u + 1),
+               "train/success_rate": sum(t.success for t in scorable) / len(scorable),
+               "train/mean_return": sum(t.episode_return for t in scorable) / len(scorable),
+               "loss/policy": 0.4 / (u + 1), "loss/kl": 0.01 * u, "time/update_s": 1.5 + 0.1 * u}
+        if u % 2 == 0:
+            evals = rollout(test_tasks, eps=eps / 2, invalid=invalid / 2, seed=7, group_size=2, screenshots=True)
+            write_jsonl(root / "eval" / f"update_{u:04d}.jsonl", evals, append=False)
+            row["eval/success_rate"] = sum(t.success for t in evals) / len(evals)
+        metrics.append(row)
     (root / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
     return root

@@ -8,6 +8,7 @@ rollouts on shared ``state_key``s.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from turngym.core.records import Step, Trajectory, iter_jsonl
 
 #: the span names the viewer colours; others are shown with a neutral colour
 SPAN_NAMES = ("think", "subgoal", "switch", "action", "tool_call")
+#: where a step's screenshot (base64 PNG) may sit in ``info["extra"]``
+SCREENSHOT_KEYS = ("screenshot_png_b64", "screenshot_png_base64")
 
 
 def find_run_files(path: str | Path) -> tuple[Path, list[Path]]:
@@ -39,25 +42,62 @@ def task_type(traj: Trajectory) -> str:
     return str(extra.get("task_type") or traj.metadata.get("task_type") or "-")
 
 
-def split_of(traj: Trajectory, source: str = "") -> str:
-    """The task split: recorded by the writer when it can, else read off the file's place."""
+def split_of(traj: Trajectory, source: str = "", splits: dict[str, str] | None = None) -> str:
+    """The task split: recorded by the writer when it can, else read off the file's place.
+
+    ``splits`` maps a run folder ("rollouts", "eval") to the split its files hold, as the run's
+    config names them (see ``config_splits``). A trainer's ``eval/update_0003.jsonl`` holds the
+    eval split, not a split called "update_0003".
+    """
     extra = (traj.initial_info or {}).get("extra") or {}
     split = traj.metadata.get("split") or extra.get("split")
     if split:
         return str(split)
     parts = Path(source).parts
-    if parts and parts[0] == "rollouts":
+    folder = parts[0] if len(parts) > 1 else ""
+    if splits and splits.get(folder):
+        return splits[folder]
+    if folder == "rollouts":
         return "train"
-    if parts and parts[0] == "eval":
-        return Path(source).stem
+    if folder == "eval":
+        return "eval" if update_number(source) is not None else Path(source).stem
     return "-"
+
+
+def config_splits(root: str | Path) -> dict[str, str]:
+    """{"rollouts": train split, "eval": eval split} from ``RUN_DIR/config.yaml`` when it names them."""
+    path = Path(root) / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml  # only runs that have a config pay for the import
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    env = config.get("env") if isinstance(config.get("env"), dict) else {}
+    found = {}
+    for folder, key in (("rollouts", "train_split"), ("eval", "eval_split")):
+        value = env.get(key, config.get(key))
+        if isinstance(value, str) and value:
+            found[folder] = value
+    return found
+
+
+def update_number(source: str) -> int | None:
+    """N for a trainer's per-update file ``.../update_000N.jsonl``, else None."""
+    m = re.fullmatch(r"update_(\d+)", Path(source).stem)
+    return int(m.group(1)) if m else None
 
 
 def invalid_actions(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.info.get("action_valid") is False)
 
 
-def summarize_episode(traj: Trajectory, index: int, source: str = "") -> dict[str, Any]:
+def summarize_episode(traj: Trajectory, index: int, source: str = "",
+                      splits: dict[str, str] | None = None) -> dict[str, Any]:
     """One row of the episode list."""
     advantages = [s.advantage for s in traj.steps if s.advantage is not None]
     return {
@@ -67,7 +107,7 @@ def summarize_episode(traj: Trajectory, index: int, source: str = "") -> dict[st
         "env_id": traj.env_id,
         "task_id": traj.task_id,
         "task_type": task_type(traj),
-        "split": split_of(traj, source),
+        "split": split_of(traj, source, splits),
         "seed": traj.seed,
         "length": traj.length,
         "episode_return": _finite(traj.episode_return),
@@ -88,7 +128,7 @@ def step_view(step: Step) -> dict[str, Any]:
     messages = info.get("messages") or []
     tool_messages = [m for m in messages if m.get("role") == "tool" or m.get("tool_calls")]
     answer = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
-    screenshot = extra.get("screenshot_png_b64")
+    screenshot = next((extra[k] for k in SCREENSHOT_KEYS if isinstance(extra.get(k), str)), None)
     return {
         "turn": step.turn,
         "observation": step.observation,
@@ -108,16 +148,17 @@ def step_view(step: Step) -> dict[str, Any]:
         "done_reason": info.get("done_reason"),
         "is_success": bool(info.get("is_success", False)),
         "progress": info.get("progress"),
-        "screenshot_png_b64": screenshot if isinstance(screenshot, str) else None,
+        "screenshot_png_b64": screenshot,
         "num_tokens": len(step.completion_ids),
     }
 
 
-def episode_view(traj: Trajectory, index: int, source: str = "") -> dict[str, Any]:
+def episode_view(traj: Trajectory, index: int, source: str = "",
+                 splits: dict[str, str] | None = None) -> dict[str, Any]:
     initial_messages = (traj.initial_info or {}).get("messages") or []
     system = next((m.get("content", "") for m in initial_messages if m.get("role") == "system"), "")
     return {
-        **summarize_episode(traj, index, source),
+        **summarize_episode(traj, index, source, splits),
         "initial_observation": traj.initial_observation,
         "instructions": system,
         "metadata": {k: v for k, v in traj.metadata.items() if k != "error"},

@@ -16,7 +16,6 @@ import datetime as dt
 import html
 import json
 import math
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -47,14 +46,16 @@ def write_report(path: str | Path, out: str | Path | None = None, viewer_port: i
 # ----- gathering --------------------------------------------------------------------------------
 def collect(path: Path) -> dict[str, Any]:
     root, files = data.find_run_files(path)
+    splits = data.config_splits(root) if path.is_dir() else {}
     episodes: list[dict[str, Any]] = []
     per_file: list[dict[str, Any]] = []
     for f in files:
         name = f.relative_to(root).as_posix()
-        rows = [data.summarize_episode(t, i, name) | {"file": name}
+        rows = [data.summarize_episode(t, i, name, splits) | {"file": name}
                 for i, t in enumerate(data.load_file(f))]
         episodes += rows
-        per_file.append({"file": name, **_rates(rows), "update": _update_number(name)})
+        folder = name.split("/")[0] if "/" in name else ""
+        per_file.append({"file": name, "folder": folder, **_rates(rows), "update": data.update_number(name)})
     metrics = _read_metrics(root / "metrics.jsonl") if path.is_dir() else []
     config = (root / "config.yaml").read_text(encoding="utf-8") if path.is_dir() and (root / "config.yaml").is_file() else ""
     return {"path": path, "root": root, "episodes": episodes, "per_file": per_file,
@@ -87,11 +88,6 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
-
-
-def _update_number(name: str) -> int | None:
-    m = re.search(r"update_(\d+)", name)
-    return int(m.group(1)) if m else None
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -290,7 +286,7 @@ def build_report(path: Path, viewer_port: int = DEFAULT_PORT) -> str:
             f'<p class="muted">{_e(str(Path(path).resolve()))} · generated {generated}</p>',
             _cards(totals, run),
             _curves_section(run),
-            _success_section(eps),
+            _success_section(eps, run["per_file"]),
             _length_section(eps),
             _invalid_section(eps, run["per_file"]),
             _files_section(run, viewer_port),
@@ -334,12 +330,20 @@ def _cards(t: dict[str, Any], run: dict[str, Any]) -> str:
 
 def _curves_section(run: dict[str, Any]) -> str:
     charts = [line_chart(series, title, x_label) for title, x_label, series in metric_panels(run["metrics"])]
-    rollouts = [f for f in run["per_file"] if f["update"] is not None and f["episodes"]]
-    if rollouts:  # what the rollout files themselves say, update by update
-        charts.append(line_chart(
-            {"rollout success rate": [(f["update"], f["success_rate"]) for f in rollouts if f["success_rate"] is not None],
-             "invalid-action rate": [(f["update"], f["invalid_rate"]) for f in rollouts if f["invalid_rate"] is not None]},
-            "Rollouts per update", "update"))
+    # what the trajectory files themselves say, update by update
+    per_update = {folder: [f for f in run["per_file"] if f["folder"] == folder and f["update"] is not None
+                           and f["episodes"]] for folder in ("rollouts", "eval")}
+    series = {
+        "rollout success rate": [(f["update"], f["success_rate"]) for f in per_update["rollouts"]
+                                 if f["success_rate"] is not None],
+        "eval success rate": [(f["update"], f["success_rate"]) for f in per_update["eval"]
+                              if f["success_rate"] is not None],
+        "rollout invalid-action rate": [(f["update"], f["invalid_rate"]) for f in per_update["rollouts"]
+                                        if f["invalid_rate"] is not None],
+    }
+    series = {k: v for k, v in series.items() if v}
+    if series:
+        charts.append(line_chart(series, "From the trajectory files", "update"))
     charts = [c for c in charts if c]
     if not charts:
         return ('<h2 id="curves">Learning curves</h2><p class="muted">No metrics.jsonl and no rollouts/update_*.jsonl: '
@@ -347,9 +351,25 @@ def _curves_section(run: dict[str, Any]) -> str:
     return '<h2 id="curves">Learning curves</h2><div class="charts">' + "".join(charts) + "</div>"
 
 
-def _success_section(eps: list[dict[str, Any]]) -> str:
+def latest_files(per_file: list[dict[str, Any]]) -> list[str]:
+    """The files that say how the agent does now: of a trainer's per-update files in a folder only
+    the last update's, every other file whole."""
+    last: dict[str, int] = {}
+    for f in per_file:
+        if f["update"] is not None:
+            last[f["folder"]] = max(last.get(f["folder"], -1), f["update"])
+    return [f["file"] for f in per_file if f["update"] is None or f["update"] == last[f["folder"]]]
+
+
+def _success_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) -> str:
     if not eps:
         return '<h2 id="success">Success by task type and split</h2><p class="muted">No episodes.</p>'
+    keep = latest_files(per_file)
+    note = ""
+    if len(keep) < len(per_file):  # a training run: earlier updates would blur the picture
+        eps = [e for e in eps if e["file"] in keep]
+        note = (" From the latest update's files only (earlier updates are in the curves above): "
+                + ", ".join(f"<code>{_e(f)}</code>" for f in keep) + ".")
     splits = sorted({e["split"] for e in eps})
     types = sorted({e["task_type"] for e in eps})
     cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -371,7 +391,7 @@ def _success_section(eps: list[dict[str, Any]]) -> str:
                        f'<span class="muted">(n={rates["episodes"]})</span></td>')
         body.append(f"<tr><th>{_e(t)}</th>{''.join(tds)}</tr>")
     return ('<h2 id="success">Success by task type and split</h2>'
-            '<p class="muted">Success rate over scorable episodes; n counts all episodes.</p>'
+            f'<p class="muted">Success rate over scorable episodes; n counts all episodes.{note}</p>'
             f'<table class="success-table">{head}{"".join(body)}</table>')
 
 

@@ -42,6 +42,7 @@ class RunStore:
         if not files:
             raise FileNotFoundError(f"{path}: no trajectory files (*.jsonl, rollouts/*.jsonl, eval/*.jsonl)")
         self.files = {self._name(p): p for p in files}
+        self.splits = data.config_splits(self.root) if self.path.is_dir() else {}
         self._cache: dict[str, tuple[float, int, list[Trajectory]]] = {}
         self._lock = threading.Lock()
 
@@ -72,7 +73,7 @@ class RunStore:
         return [{"name": name, "episodes": data.count_episodes(path)} for name, path in self.files.items()]
 
     def episodes(self, name: str) -> dict[str, Any]:
-        rows = [data.summarize_episode(t, i, name) for i, t in enumerate(self.trajectories(name))]
+        rows = [data.summarize_episode(t, i, name, self.splits) for i, t in enumerate(self.trajectories(name))]
         group_sizes: dict[str, int] = {}
         for r in rows:
             group_sizes[r["group_id"]] = group_sizes.get(r["group_id"], 0) + 1
@@ -85,13 +86,13 @@ class RunStore:
         trajs = self.trajectories(name)
         if not 0 <= index < len(trajs):
             raise KeyError(f"index: {index} is out of range; {name} has {len(trajs)} episodes")
-        return data.episode_view(trajs[index], index, name)
+        return data.episode_view(trajs[index], index, name, self.splits)
 
     def group(self, name: str, group_id: str) -> dict[str, Any]:
         members = [(i, t) for i, t in enumerate(self.trajectories(name)) if t.group_id == group_id]
         if not members:
             raise KeyError(f"group: no episodes with group_id {group_id!r} in {name}")
-        views = [data.episode_view(t, i, name) for i, t in members]
+        views = [data.episode_view(t, i, name, self.splits) for i, t in members]
         rows = data.align_group([[s.state_key for s in t.steps] for _, t in members])
         return {"file": name, "group_id": group_id, "members": views, "rows": rows}
 
