@@ -122,13 +122,30 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _legend(entries: list[tuple[str, str]], left: float, right: float, y: float = 36) -> tuple[list[str], int]:
+    """Legend entries (name, colour) in rows under the title; returns the SVG parts and its height."""
+    parts, x, rows = [], left, 1
+    for name, colour in entries:
+        w = 22 + 6.3 * len(name)  # about the width of 11px text
+        if x > left and x + w > right:
+            x, rows = left, rows + 1
+        ly = y + 15 * (rows - 1)
+        parts.append(f'<rect x="{x:.1f}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
+        parts.append(f'<text x="{x + 14:.1f}" y="{ly}">{html.escape(name)}</text>')
+        x += w
+    return parts, 15 * rows if entries else 0
+
+
 def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str,
                width: int = 520, height: int = 250) -> str:
     """Inline SVG with one line per series, axes with round ticks and a legend."""
     points = [p for pts in series.values() for p in pts]
     if not points:
         return ""
-    left, right, top, bottom = 58, 14, 30, 42
+    left, right, bottom = 58, 14, 42
+    legend, legend_h = _legend([(name, PALETTE[k % len(PALETTE)]) for k, name in enumerate(series)],
+                               left, width - right)
+    top, height = 36 + legend_h, height + legend_h  # the legend sits above the plot, never on a line
     xt = nice_ticks(min(p[0] for p in points), max(p[0] for p in points),
                     integer=all(float(p[0]).is_integer() for p in points))
     yt = nice_ticks(min(p[1] for p in points), max(p[1] for p in points))
@@ -161,9 +178,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
                      f'data-series="{html.escape(name)}"/>')
         if len(pts) <= 40:
             parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}"/>' for x, y in pts]
-        ly = top + 4 + 15 * k
-        parts.append(f'<rect x="{width - right - 150}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{width - right - 136}" y="{ly + 1}">{html.escape(name)}</text>')
+    parts += legend
     parts.append("</svg>")
     return "".join(parts)
 
@@ -181,7 +196,9 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
                for b in bins}
     top_count = max(sum(s.values()) for s in stacked.values())
     yt = nice_ticks(0, top_count, integer=True)
-    left, right, top, bottom = 46, 14, 30, 42
+    left, right, bottom = 46, 14, 42
+    legend, legend_h = _legend([(label, colours[label]) for label in counts], left, width - right)
+    top, height = 36 + legend_h, height + legend_h
     plot_w, plot_h = width - left - right, height - top - bottom
     bar_w = plot_w / len(bins)
 
@@ -211,10 +228,7 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
     parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
                  f'class="axis-label">{html.escape(x_label)}</text>')
     parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
-    for k, label in enumerate(counts):
-        ly = top + 4 + 15 * k
-        parts.append(f'<rect x="{width - right - 110}" y="{ly - 8}" width="10" height="10" fill="{colours[label]}"/>')
-        parts.append(f'<text x="{width - right - 96}" y="{ly + 1}">{html.escape(label)}</text>')
+    parts += legend
     parts.append("</svg>")
     return "".join(parts)
 
