@@ -173,6 +173,7 @@ class StrictHTML(HTMLParser):
         self.doctype = False
         self.counts: dict[str, int] = {}
         self.urls: list[str] = []
+        self.ids: set[str] = set()
 
     def handle_decl(self, decl):
         self.doctype = decl.lower() == "doctype html"
@@ -180,6 +181,10 @@ class StrictHTML(HTMLParser):
     def handle_starttag(self, tag, attrs):
         self.counts[tag] = self.counts.get(tag, 0) + 1
         self.urls += [v for k, v in attrs if k in ("href", "src", "xmlns") and v]
+        for k, v in attrs:
+            if k == "id":
+                assert v not in self.ids, f"duplicate id {v!r}"
+                self.ids.add(v)
         if tag not in VOID:
             self.stack.append(tag)
 
@@ -269,6 +274,7 @@ def test_report_command_and_eval_writes_a_report(tmp_path, run_dir, capsys):
     report = tmp_path / "eval" / "counter.report.html"
     assert f"report: {report}" in printed and report.is_file()
     validate_html(report.read_text())
+    assert {t.metadata["split"] for t in read_jsonl(out)} == {"train"}  # the Counter env's default split
 
 
 # ----- in a real browser -------------------------------------------------------------------------
@@ -410,3 +416,28 @@ def test_report_renders_in_browser(page, run_dir, tmp_path):
     assert page.locator("#look ~ table a").count() >= 5
     save_shot(page, tmp_path, "viewer-report", full_page=True)
     assert not page.errors, page.errors
+
+
+def test_viewer_without_advantages(page, tmp_path):
+    """What `turngym eval --out` writes has no advantages: chips say so and stay uncoloured."""
+    path = tmp_path / "plain.jsonl"
+    trajs = rollout(["counter-3"], eps=0.3, invalid=0.2, seed=5, group_size=1)
+    for t in trajs:
+        for s in t.steps:
+            s.advantage = None
+    write_jsonl(path, trajs)
+    srv = make_server(path, port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{srv.server_address[1]}/#file=plain.jsonl&episode=0")
+        page.wait_for_selector("#episode[data-index='0']")
+        assert "no advantages recorded" in page.inner_text("#episode-count")
+        chips = page.locator("#turns .turn .adv")
+        assert chips.count() == trajs[0].length
+        assert set(chips.all_inner_texts()) == {"A –"}
+        assert page.locator("#turns .adv-pos, #turns .adv-neg").count() == 0
+        assert page.locator("#open-group").count() == 0  # a group of one has nothing to compare
+        assert not page.errors, page.errors
+    finally:
+        srv.shutdown()
+        srv.server_close()
