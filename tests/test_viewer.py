@@ -256,6 +256,27 @@ def test_report_for_one_file_and_without_metrics(tmp_path, run_dir):
     validate_html(write_report(tmp_path / "empty").read_text())
 
 
+def test_report_skips_a_foreign_file_and_bad_metrics(tmp_path, run_dir):
+    """A trainer calls write_report at the end of a long run: one bad file must not stop it."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "eval" / "notes.jsonl").write_text('{"hello": 1}\n[1, 2]\n')
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"update": 3, "train/succ')  # cut off by a killed trainer
+    text = write_report(run).read_text()
+    validate_html(text)
+    assert "skipped: " in text and "notes.jsonl: not a trajectory file" in text
+    assert "rollouts/update_0002.jsonl" in text
+    srv = make_server(run, port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        status, err = get_json(f"http://127.0.0.1:{srv.server_address[1]}/api/episodes?file=eval/notes.jsonl")
+        assert status == 404 and "not a trajectory file" in err["error"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_nice_ticks():
     assert nice_ticks(0, 1) == [0, 0.5, 1]
     assert nice_ticks(0.1, 0.9) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]

@@ -223,7 +223,13 @@ def _lcs_pairs(a: list[str], b: list[str]) -> list[tuple[int, int]]:
 
 
 def load_file(path: Path) -> list[Trajectory]:
-    return list(iter_jsonl(path)) if path.stat().st_size else []
+    """The trajectories of a JSONL file; a line that is JSON but not a trajectory is a ValueError."""
+    if not path.stat().st_size:
+        return []
+    try:
+        return list(iter_jsonl(path))
+    except (TypeError, AttributeError, KeyError) as e:  # what from_dict raises on a foreign row
+        raise ValueError(f"{path}: not a trajectory file ({type(e).__name__}: {e})") from None
 
 
 def count_episodes(path: Path) -> int:

@@ -49,17 +49,22 @@ def collect(path: Path) -> dict[str, Any]:
     splits = data.config_splits(root) if path.is_dir() else {}
     episodes: list[dict[str, Any]] = []
     per_file: list[dict[str, Any]] = []
+    unreadable: list[str] = []
     for f in files:
         name = f.relative_to(root).as_posix()
-        rows = [data.summarize_episode(t, i, name, splits) | {"file": name}
-                for i, t in enumerate(data.load_file(f))]
+        try:
+            trajs = data.load_file(f)
+        except ValueError as e:  # one bad file must not cost the report of a whole run
+            unreadable.append(str(e))
+            continue
+        rows = [data.summarize_episode(t, i, name, splits) | {"file": name} for i, t in enumerate(trajs)]
         episodes += rows
         folder = name.split("/")[0] if "/" in name else ""
         per_file.append({"file": name, "folder": folder, **_rates(rows), "update": data.update_number(name)})
     metrics = _read_metrics(root / "metrics.jsonl") if path.is_dir() else []
-    config = (root / "config.yaml").read_text(encoding="utf-8") if path.is_dir() and (root / "config.yaml").is_file() else ""
+    config = (root / "config.yaml").read_text(encoding="utf-8", errors="replace") if path.is_dir() and (root / "config.yaml").is_file() else ""
     return {"path": path, "root": root, "episodes": episodes, "per_file": per_file,
-            "metrics": metrics, "config": config}
+            "metrics": metrics, "config": config, "unreadable": unreadable}
 
 
 def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -456,7 +461,8 @@ def _files_section(run: dict[str, Any], port: int) -> str:
     return ('<h2 id="files">Trajectory files</h2>'
             f"<p>Links open in the trajectory viewer: start it with <code>{_e(command)}</code>.</p>"
             '<table class="files-table"><tr><th>file</th><th>episodes</th><th>success</th><th>mean return</th>'
-            f"<th>mean turns</th><th>invalid actions</th><th>unscorable</th></tr>{''.join(rows)}</table>")
+            f"<th>mean turns</th><th>invalid actions</th><th>unscorable</th></tr>{''.join(rows)}</table>"
+            + "".join(f'<p class="fail unreadable">skipped: {_e(msg)}</p>' for msg in run["unreadable"]))
 
 
 def _look_section(eps: list[dict[str, Any]], run: dict[str, Any], port: int, limit: int = 15) -> str:
