@@ -439,6 +439,22 @@ def test_report_renders_in_browser(page, run_dir, tmp_path):
     assert not page.errors, page.errors
 
 
+def test_report_links_open_episodes_in_the_viewer(page, server, run_dir, tmp_path):
+    port = int(re.search(r":(\d+)/", server).group(1))
+    path = write_report(run_dir, tmp_path / "linked.html", viewer_port=port)
+    page.goto(path.as_uri())
+    link = page.locator("#look ~ table a").first
+    href = link.get_attribute("href")
+    file, index = re.search(r"#file=([^&]+)&episode=(\d+)", href).groups()
+    link.click()
+    page.wait_for_selector(f"#episode[data-index='{index}']")
+    assert page.url.startswith(server)
+    expected = read_jsonl(run_dir / file)[int(index)]
+    assert page.locator("#turns .turn").count() == expected.length
+    assert expected.task_id in page.inner_text("#episode h2")
+    assert not page.errors, page.errors
+
+
 def test_viewer_without_advantages(page, tmp_path):
     """What `turngym eval --out` writes has no advantages: chips say so and stay uncoloured."""
     path = tmp_path / "plain.jsonl"

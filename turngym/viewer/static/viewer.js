@@ -141,6 +141,11 @@ async function loadFile(name) {
 // ---- one episode ------------------------------------------------------------------------------
 function fact(name, value) { return el("span", {}, el("b", {}, name + " "), value); }
 
+function rewardParts(components) {
+  const parts = Object.entries(components || {});
+  return parts.length ? "reward components: " + parts.map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : null;
+}
+
 function renderTurn(s) {
   const colour = advColour(s.advantage);
   const spanNames = Object.keys(s.spans);
@@ -148,7 +153,8 @@ function renderTurn(s) {
                          style: colour ? `border-left-color:${colour.replace(/[\d.]+\)$/, "0.9)")}` : null },
     el("div", { class: "turn-head" },
       el("strong", {}, `Turn ${s.turn + 1}`),
-      el("span", {}, `reward ${fmt(s.reward)}`),
+      el("span", { title: rewardParts(s.reward_components) }, `reward ${fmt(s.reward)}`),
+      s.progress === null || s.progress === undefined ? null : el("span", { class: "muted" }, `progress ${fmt(s.progress, 2)}`),
       advChip(s.advantage),
       s.action_valid ? null : el("span", { class: "bad" }, "invalid action" + (s.parse_error ? `: ${s.parse_error}` : "")),
       s.done_reason ? el("span", { class: "muted" }, `ended: ${s.done_reason}`) : null,
