@@ -227,9 +227,13 @@ def load_file(path: Path) -> list[Trajectory]:
     if not path.stat().st_size:
         return []
     try:
-        return list(iter_jsonl(path))
+        trajs = list(iter_jsonl(path))
     except (TypeError, AttributeError, KeyError) as e:  # what from_dict raises on a foreign row
         raise ValueError(f"{path}: not a trajectory file ({type(e).__name__}: {e})") from None
+    for traj in trajs:  # the pages never show token-level data; a viewer keeps files in memory
+        for s in traj.steps:
+            s.prompt_ids, s.logprobs, s.entropies, s.loss_mask = [], [], [], []
+    return trajs
 
 
 def count_episodes(path: Path) -> int:
