@@ -8,7 +8,6 @@ an effect; the others are told they are waiting. In the AEC API only those agent
 
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Any
 
@@ -51,16 +50,15 @@ class _GameEnvMixin:
         self.split = split
         self.render_mode = render_mode
         self.possible_agents = list(game.possible_agents)
+        # one space object per agent, returned every time, as PettingZoo's tests ask
         self._spaces = {a: UnicodeText() for a in self.possible_agents}
         self._np_random = np.random.default_rng()
         self.episode_id = ""
         self.last_text: dict[str, str] = {}
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - one space object per agent, as PettingZoo asks
     def observation_space(self, agent: str) -> UnicodeText:
         return self._spaces[agent]
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
     def action_space(self, agent: str) -> UnicodeText:
         return self._spaces[agent]
 
