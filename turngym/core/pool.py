@@ -21,13 +21,14 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_connections
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from turngym.core.policy import Conversation, as_completion
 from turngym.core.records import Step, Trajectory
-from turngym.core.registry import EnvSpec, _REGISTRY, make, register, spec
+from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
 BACKENDS = ("inline", "thread", "process", "ray")
 
