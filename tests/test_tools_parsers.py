@@ -140,6 +140,26 @@ def test_unknown_format_is_a_value_error():
         parse_tool_calls("x", formats=("yaml",))
 
 
+@pytest.mark.parametrize("text, fmt", [
+    ("Action: a\nAction Input:" + " \n" * 50_000 + "x", "react"),  # once quadratic in a \s* regex
+    ("Action: a" + "\n" * 50_000, "react"),
+    ("action: a\nobservation:" * 10_000, "react"),
+    ("```json" + "\n" * 50_000 + "{" + " " * 50_000, "json"),
+    ("<tool_call>" + "\n" * 100_000 + "</tool_call>", "hermes"),
+    ('{"name": "' + "a" * 150_000, "json"),
+    ("[" * 100_000, "json"),
+    ('{"a":' * 30_000, "json"),
+])
+def test_hostile_long_inputs(text, fmt):
+    r = parse_tool_calls(text)
+    assert r.format == fmt and (r.error is not None or r.calls)
+
+
+def test_empty_and_cut_strings_are_named():
+    assert "empty call" in parse_tool_calls("<tool_call> </tool_call>").error
+    assert parse_tool_calls('{"name": "go_to", "arguments": {"target": "fri').error == "truncated JSON"
+
+
 def test_non_text_and_huge_input():
     assert not parse_tool_calls(None).ok  # type: ignore[arg-type]
     r = parse_tool_calls("<tool_call>" + "{" * 1_000_000)

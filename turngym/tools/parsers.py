@@ -80,10 +80,12 @@ def _call_from_obj(obj: Any) -> ToolCall:
 
 
 def _loads(text: str) -> Any:
+    if not text.strip():
+        raise _Malformed("empty call")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        truncated = e.pos >= len(text.rstrip()) - 1
+        truncated = e.pos >= len(text.rstrip()) - 1 or e.msg.startswith("Unterminated string")
         what = "truncated JSON" if truncated else f"invalid JSON ({e.msg} at char {e.pos})"
         raise _Malformed(what) from None
     except RecursionError:
@@ -114,9 +116,11 @@ def parse_hermes(text: str) -> ParseResult | None:
 def parse_json(text: str) -> ParseResult | None:
     """A bare JSON object/array of calls (optionally in a ```json fence); None when not JSON-like."""
     body = text.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*(```)?", body, re.DOTALL)
-    if fence:
-        body = fence.group(1)
+    if body.startswith("```"):  # a Markdown fence, with or without its closing line
+        body = body[3:]
+        body = body[4:] if body.startswith("json") else body
+        body = body[:-3] if body.endswith("```") else body
+        body = body.strip()
     if not body or body[0] not in "[{":
         return None
     try:
@@ -141,8 +145,9 @@ def parse_openai(tool_calls: list[dict[str, Any]] | None) -> ParseResult:
         return ParseResult(format="openai", error=str(e))
 
 
-_ACTION_INPUT_RE = re.compile(r"\n\s*Action\s*Input\s*:", re.IGNORECASE)
-_OBSERVATION_RE = re.compile(r"\n\s*Observation\s*:", re.IGNORECASE)
+# [ \t]* rather than \s*: a \s* after \n would rescan every following blank line (quadratic)
+_ACTION_INPUT_RE = re.compile(r"\n[ \t]*Action[ \t]*Input[ \t]*:", re.IGNORECASE)
+_OBSERVATION_RE = re.compile(r"\n[ \t]*Observation[ \t]*:", re.IGNORECASE)
 
 
 def parse_react(text: str) -> ParseResult | None:
