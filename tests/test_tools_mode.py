@@ -52,6 +52,20 @@ def test_tool_results_are_tool_messages_with_id_and_name():
     assert info["messages"][0]["tool_call_id"] == "abc" and env.base.value == before
 
 
+def test_assistant_message_declares_the_answered_call_ids():
+    from turngym.tools.parsers import assistant_message
+
+    env = turngym.make(TOOLS_ID)
+    env.reset(seed=1)
+    action = "Going up.\n" + call("inc") + call("inc")
+    _, _, _, _, info = env.step(action)
+    msg = assistant_message(action, info)
+    assert msg["content"] == "Going up."
+    assert [c["id"] for c in msg["tool_calls"]] == [m["tool_call_id"] for m in info["messages"]] == ["call_1_0", "call_1_1"]
+    _, _, _, _, info = env.step("inc")  # a plain command stays text
+    assert assistant_message("inc", info) == {"role": "assistant", "content": "inc"}
+
+
 def test_one_engine_serves_both_modes():
     text, tools = turngym.make("turngym-tests/Counter-v0"), turngym.make(TOOLS_ID)
     t_obs, t_info = text.reset(seed=4)

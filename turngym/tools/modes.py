@@ -238,6 +238,7 @@ class ToolsModeEnv(TurnEnv):
                       reward_components=components or {"reward": reward},
                       extra={**(info.get("extra", {}) if info else {}), "commands": commands,
                              "tool_calls": [c.to_openai() for c in parsed.calls],
+                             "assistant_content": parsed.content,
                              "tool_results": [r.to_dict() for r in results], "tool_errors": errors})
         if errors:
             first = next(r for r in results if r.error)

@@ -216,3 +216,18 @@ def completion_action(completion: Any) -> str:
     if calls:
         return json.dumps({"tool_calls": calls}, ensure_ascii=False)
     return completion if isinstance(completion, str) else completion.text
+
+
+def assistant_message(action: str, info: dict[str, Any]) -> dict[str, Any]:
+    """The assistant turn of a chat history in OpenAI shape: the calls the env parsed from
+    ``action`` (``info["extra"]["tool_calls"]``) with the text outside them as content, so the
+    ``role: "tool"`` messages that follow answer ids the history declares (OpenAI's API insists).
+
+    A local model's history can keep the raw ``action`` text instead, which re-tokenizes exactly
+    as generated; this form is for servers that need structured calls.
+    """
+    extra = info.get("extra") or {}
+    calls = extra.get("tool_calls")
+    if not calls:
+        return {"role": "assistant", "content": action}
+    return {"role": "assistant", "content": extra.get("assistant_content", ""), "tool_calls": calls}

@@ -148,7 +148,8 @@ class ToolQAEnv(TurnEnv):
         fields: dict[str, Any] = {
             "action_valid": not errors, "messages": [r.message() for r in results],
             "is_success": success, "progress": float(success),
-            "extra": {"tool_calls": [c.to_openai() for c in calls], "tool_results": [r.to_dict() for r in results],
+            "extra": {"tool_calls": [c.to_openai() for c in calls], "assistant_content": parsed.content,
+                      "tool_results": [r.to_dict() for r in results],
                       "tool_errors": errors}}
         if errors:
             first = next(r for r in results if r.error)
