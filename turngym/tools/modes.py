@@ -156,7 +156,8 @@ class ToolsModeEnv(TurnEnv):
             obs, info = self.base.reset(seed=self.episode_seed, options={"task": task})
         self._base_info = info
         return obs, {"admissible_actions": self._admissible(info["admissible_actions"]),
-                     "progress": info["progress"], "extra": {**info["extra"], "base_id": self.base_id}}
+                     "state_key": info["state_key"], "progress": info["progress"],
+                     "extra": {**info["extra"], "base_id": self.base_id}}
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         parsed = parse_tool_calls(action, self._formats)
@@ -181,19 +182,25 @@ class ToolsModeEnv(TurnEnv):
         return obs, reward, terminated, truncated, fields
 
     def _carry(self, info: dict[str, Any]) -> dict[str, Any]:
-        fields = {"admissible_actions": self._admissible(info["admissible_actions"]),
+        # the base already hashed the same state: reuse its key rather than hash it twice
+        fields = {"admissible_actions": self._admissible(info["admissible_actions"]), "state_key": info["state_key"],
                   "progress": info["progress"], "is_success": info["is_success"], "scorable": info["scorable"]}
         if info["done_reason"]:
             fields["done_reason"] = info["done_reason"]
         return fields
+
+    def _unchanged(self) -> dict[str, Any]:
+        """Fields of a turn in which the base env did not move: its last state still holds."""
+        last = self._base_info
+        return {"state_key": last.get("state_key") or None, "progress": last.get("progress", 0.0),
+                "admissible_actions": self._admissible(last.get("admissible_actions"))}
 
     def _broken(self, parsed: ParseResult, result: ToolResult):
         """A turn whose calls could not run at all: feedback (state unchanged) or the end."""
         end = self.on_error == "end"
         # no call ran, so there is no call id to answer: the error goes back as a user message
         fields = {"action_valid": False, "parse_error": f"{result.error}: {parsed.error or result.content}",
-                  "messages": [{"role": "user", "content": result.content}],
-                  "progress": self._base_info.get("progress", 0.0),
+                  "messages": [{"role": "user", "content": result.content}], **self._unchanged(),
                   "extra": {"tool_calls": [c.to_openai() for c in parsed.calls], "tool_results": [result.to_dict()],
                             "tool_errors": [result.error]}}
         if end:
@@ -233,7 +240,7 @@ class ToolsModeEnv(TurnEnv):
             results.append(ToolResult(call.id, call.name, obs))
         observation = results[0].content if len(results) == 1 else \
             "\n\n".join(f"[{r.name}] {r.content}" for r in results)
-        fields: dict[str, Any] = self._carry(info) if info else {"progress": self._base_info.get("progress", 0.0)}
+        fields: dict[str, Any] = self._carry(info) if info else self._unchanged()
         fields.update(action_valid=valid, messages=[r.message() for r in results],
                       reward_components=components or {"reward": reward},
                       extra={**(info.get("extra", {}) if info else {}), "commands": commands,
