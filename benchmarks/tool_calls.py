@@ -64,6 +64,26 @@ def rate(fn, seconds: float) -> tuple[float, float]:
     return n / elapsed, elapsed / n * 1e6
 
 
+def random_admissible(env_id: str):
+    """One step of a random admissible action (the env resets when an episode ends)."""
+    import numpy as np
+
+    import turngym
+
+    env = turngym.make(env_id)
+    rng = np.random.default_rng(0)
+    state = {"info": env.reset(seed=0)[1]}
+
+    def step():
+        actions = state["info"]["admissible_actions"] or ["look"]
+        action = actions[int(rng.integers(len(actions)))].replace("<your query>", "red shirt")
+        _, _, terminated, truncated, state["info"] = env.step(action)
+        if terminated or truncated:
+            state["info"] = env.reset()[1]
+
+    return step
+
+
 def per_call(measured: tuple[float, float], calls: int) -> tuple[float, float]:
     return measured[0] * calls, measured[1] / calls
 
@@ -71,6 +91,8 @@ def per_call(measured: tuple[float, float], calls: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--envs", default="turngym/Household-v0,turngym/Shop-v0",
+                    help="text envs to time in text mode and tools mode (skipped when not registered)")
     args = ap.parse_args()
     ex = Executor(ToolSet([add, add_with_timeout]), timeout=None)
 
@@ -135,6 +157,14 @@ def main() -> None:
                 env.reset()
         env.max_turns = 10**9
         rows.append((f"env.step {env_id}", *rate(step, args.seconds / 2)))
+    for base_id in args.envs.split(","):
+        if base_id not in {s.id for s in turngym.list_envs()}:
+            print(f"({base_id} is not registered here: skipped)")
+            continue
+        from turngym.tools.registration import tools_id
+
+        for env_id in (base_id, tools_id(base_id)):
+            rows.append((f"random admissible steps {env_id}", *rate(random_admissible(env_id), args.seconds / 2)))
     width = max(len(r[0]) for r in rows)
     print(f"{'what':<{width}}  {'calls/s':>10}  {'us/call':>8}")
     for name, per_s, us in rows:

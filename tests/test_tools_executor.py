@@ -8,6 +8,8 @@ import time
 from typing import Literal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from turngym.tools.executor import Executor
 from turngym.tools.parsers import ToolCall, parse_tool_calls
@@ -184,3 +186,51 @@ def test_async_tools_and_arun():
     assert [r.error for r in results][2:] == ["timeout", None, "bad_arguments"]
     # the sync path runs async tools too
     assert ex.run([ToolCall("fetch", {"key": "z"})])[0].content == "Z"
+
+
+def test_optional_arguments_accept_null():
+    @tool
+    def find(query: str, lang: str | None = None, limit: int | None = None,
+             mode: Literal["fast", "exact"] | None = None) -> str:
+        """Find.
+
+        Args:
+            query: Words.
+            lang: Language.
+            limit: Hits.
+            mode: Mode.
+        """
+        return f"{query}/{lang}/{limit}/{mode}"
+
+    [ok] = Executor(ToolSet([find])).run([ToolCall("find", {"query": "q", "lang": None, "limit": None, "mode": None})])
+    assert ok.error is None and ok.content == "q/None/None/None"
+    [bad] = Executor(ToolSet([find])).run([ToolCall("find", {"query": None})])
+    assert bad.error == "bad_arguments"
+
+
+_FLAT_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["string", "null"]}}, "required": ["a"]},
+    {"type": "object", "properties": {"u": {"type": "string", "enum": ["m", "km"]}, "x": {"type": "number"},
+                                      "f": {"type": "boolean"}}},
+    {"type": "object", "properties": {"l": {"type": "array"}, "o": {"type": "object"}, "n": {"type": "null"}},
+     "required": ["l"]},
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+@given(st.sampled_from(range(len(_FLAT_SCHEMAS))),
+       st.dictionaries(st.sampled_from(["a", "b", "u", "x", "f", "l", "o", "n"]),
+                       st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False),
+                                 st.sampled_from(["m", "km", "mile", ""]), st.lists(st.integers(), max_size=2),
+                                 st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)),
+                       max_size=4))
+def test_quick_check_never_accepts_what_jsonschema_refuses(index, args):
+    import jsonschema
+
+    from turngym.tools.executor import _flat_check
+
+    schema = _FLAT_SCHEMAS[index]
+    quick = _flat_check(schema)
+    assert quick is not None
+    if quick(args):
+        assert jsonschema.Draft202012Validator(schema).is_valid(args), args

@@ -76,23 +76,91 @@ def _calls_or_error(parsed: ParseResult) -> list[ToolCall] | ToolResult:
     return parsed.calls
 
 
+def _nullable_as_null(node: Any) -> Any:
+    """``get_json_schema`` marks ``Optional[...]`` with ``"nullable": true``, a keyword JSON Schema
+    ignores: turn it into an accepted ``null`` so a model may send null for an optional argument."""
+    if isinstance(node, list):
+        return [_nullable_as_null(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _nullable_as_null(v) for k, v in node.items()}
+    if out.get("nullable"):
+        if "type" in out:
+            kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
+            out["type"] = kinds if "null" in kinds else [*kinds, "null"]
+        elif "anyOf" in out:
+            out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+        if "enum" in out and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+_JSON_TYPE_TESTS = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "null": lambda v: v is None,
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def _flat_check(schema: dict[str, Any]):
+    """A quick yes for flat schemas (scalar types, string enums, required): the common case.
+
+    It only ever says "valid" when jsonschema would; anything it cannot judge (nested schemas,
+    other keywords) or finds wrong goes to jsonschema, which gives the verdict and the message.
+    """
+    if schema.get("type") != "object" or set(schema) - {"type", "properties", "required"}:
+        return None
+    checks = []
+    for name, prop in schema.get("properties", {}).items():
+        kinds = prop.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        enum = prop.get("enum")
+        if set(prop) - {"type", "description", "enum", "nullable"} or not kinds \
+                or any(k not in _JSON_TYPE_TESTS for k in kinds) \
+                or (enum is not None and not all(isinstance(e, str) or e is None for e in enum)):
+            return None
+        checks.append((name, tuple(_JSON_TYPE_TESTS[k] for k in kinds), None if enum is None else tuple(enum)))
+    required = tuple(schema.get("required", ()))
+
+    def check(args: dict[str, Any]) -> bool:
+        for name in required:
+            if name not in args:
+                return False
+        for name, tests, enum in checks:
+            if name in args:
+                value = args[name]
+                if not any(test(value) for test in tests):
+                    return False
+                if enum is not None and not any(type(value) is type(e) and value == e for e in enum):
+                    return False
+        return True
+
+    return check
+
+
 class _Validators:
-    """One compiled jsonschema validator per tool (compiling dominates validation cost)."""
+    """Per tool: a compiled jsonschema validator (compiling dominates validation cost) and,
+    for flat schemas, a quick check that answers the common valid case without jsonschema."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, Any] = {}
+        self._cache: dict[str, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
 
-    def get(self, t: Tool):
-        v = self._cache.get(id(t))
-        if v is None:
+    def get(self, t: Tool) -> tuple[Any, Any]:
+        entry = self._cache.get(t.name)
+        if entry is None:
             import jsonschema
 
-            cls = jsonschema.validators.validator_for(t.parameters, default=jsonschema.Draft202012Validator)
-            v = cls(t.parameters)
+            schema = _nullable_as_null(t.parameters)
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            entry = (cls(schema), _flat_check(schema))
             with self._lock:
-                self._cache[id(t)] = v
-        return v
+                self._cache[t.name] = entry
+        return entry
 
 
 def _numbers_as_json(args: dict[str, Any], t: Tool) -> dict[str, Any]:
@@ -150,8 +218,8 @@ class Executor:
                                     f"{unexpected[:5]}; parameters: {sorted(t.parameters.get('properties', {}))}",
                                     "bad_arguments")
         args = _numbers_as_json(args, t)
-        validator = self._validators.get(t)
-        if not validator.is_valid(args):
+        validator, quick = self._validators.get(t)
+        if not (quick is not None and quick(args)) and not validator.is_valid(args):
             problems = []
             for err in list(validator.iter_errors(args))[:3]:
                 where = "/".join(str(p) for p in err.absolute_path) or "arguments"
