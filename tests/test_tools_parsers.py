@@ -92,8 +92,7 @@ def test_openai_parsed_tool_calls():
 
 
 def test_completion_action_carries_server_parsed_calls():
-    from turngym.core.policy import Completion
-    from turngym.tools.parsers import completion_action
+    from turngym.core.policy import Completion, completion_action
 
     calls = [{"id": "c7", "type": "function", "function": {"name": "click", "arguments": '{"target": "next"}'}}]
     action = completion_action(Completion(text="", tool_calls=calls))

@@ -209,15 +209,6 @@ def format_hermes(calls: list[ToolCall] | ToolCall) -> str:
                      + "</tool_call>" for c in calls)
 
 
-def completion_action(completion: Any) -> str:
-    """The env action for a ``Completion``: its text, or, when a server already parsed tool calls
-    (``Completion.tool_calls``), those calls as OpenAI JSON (which the ``json`` parser reads)."""
-    calls = getattr(completion, "tool_calls", None)
-    if calls:
-        return json.dumps({"tool_calls": calls}, ensure_ascii=False)
-    return completion if isinstance(completion, str) else completion.text
-
-
 def assistant_message(action: str, info: dict[str, Any]) -> dict[str, Any]:
     """The assistant turn of a chat history in OpenAI shape: the calls the env parsed from
     ``action`` (``info["extra"]["tool_calls"]``) with the text outside them as content, so the
