@@ -328,3 +328,30 @@ def test_webshop_catalog_plays_end_to_end(tmp_path):
     goal = e.get_task(ids[0])
     assert goal["instruction_text"].startswith(("i need a soft navy blue throw blanket", "find a leak proof"))
     e.close()
+
+
+def test_postings_engine_ranks_exactly_like_fts5(env):
+    # the numpy path (used from 5k products up) evaluates FTS5's bm25() over FTS5's own index
+    cat = env.catalog
+    queries = [goals_mod.make_goal(cat, i)["instruction_text"] for i in range(150)]
+    queries += [cat.product_at(i)["title"] for i in range(50)] + ["running shoes", "zzz unknown word"]
+    for q in queries:
+        assert cat.search(q, cache=False, engine="postings") == cat.search(q, cache=False, engine="fts5"), q
+    with pytest.raises(ValueError, match="engine"):
+        cat.search("tea", cache=False, engine="lucene")
+
+
+def test_postings_engine_on_long_documents(tmp_path):
+    # token counts >= 128 take multi-byte varints in FTS5's docsize records
+    from turngym.envs.shop.search import Catalog, _varints, build_store
+
+    assert _varints(bytes([0x82, 0x2C, 0x05])) == [300, 5]
+    products = generate_catalog(60, seed=3)
+    for i, p in enumerate(products[:20]):
+        p["description"] = " ".join([p["description"]] * (3 + i))  # 60 to 500+ tokens
+    build_store(tmp_path / "long.sqlite", products)
+    cat = Catalog(tmp_path / "long.sqlite")
+    for p in products[:30]:
+        q = p["title"] + " " + p["attributes"][0]
+        assert cat.search(q, cache=False, engine="postings") == cat.search(q, cache=False, engine="fts5"), q
+    cat.close()

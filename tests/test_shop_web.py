@@ -136,3 +136,45 @@ def test_serve_cli_errors(capsys):
     assert cli_main(["serve", "shop", "--catalog-size", "huge"]) == 2
     assert "catalog_size" in capsys.readouterr().err
     assert cli_main(["serve", "shop", "--split", "nope"]) == 2
+
+
+def _chromium() -> str | None:
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("playwright") is None:
+        return None
+    return shutil.which("chromium-headless-shell") or shutil.which("chromium")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs playwright and a Chromium (chromium-headless-shell)")
+def test_real_browser_without_javascript(env):
+    """Chromium with JavaScript off buys the target through links and forms only."""
+    from playwright.sync_api import sync_playwright
+
+    goal = env.get_task(env.task_ids("test")[0])
+    session = new_session(env.catalog, goal)
+
+    def route(r):
+        req = r.request
+        form = dict(urllib.parse.parse_qsl(req.post_data)) if req.method == "POST" and req.post_data else None
+        status, ctype, body = handle_request(session, req.method, req.url.split("shop.test", 1)[1], form)
+        r.fulfill(status=status, content_type=ctype, body=body)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            context = browser.new_context(java_script_enabled=False)
+            page = context.new_page()
+            page.route("http://shop.test/**", route)
+            page.goto("http://shop.test/")
+            page.fill("input[name=q]", goal["name"])
+            page.click("button:text-is('Search')")
+            page.click(f"a:text-is('{goal['asin']}')")
+            for value in goal["goal_options"]:
+                page.click(f"a:text-is('{value}')")
+            page.click("button:text-is('Buy Now')")
+            assert "Thank you for shopping" in page.content()
+        finally:
+            browser.close()
+    assert session.done and session.reward == 1.0

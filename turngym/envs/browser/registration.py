@@ -66,3 +66,8 @@ def register_envs() -> None:
         kwargs={"catalog_size": "1k"}, max_episode_steps=20,
         description="The shop's HTML pages in Chromium: same goals, splits and reward as turngym/Shop-v0",
         family="browser", modality="gui", needs=("browser",))
+    turngym.register(
+        "turngym/ShopPages-tools-v0", "turngym.envs.browser.shop_pages:ShopPagesEnv",
+        kwargs={"catalog_size": "1k", "action_mode": "tools"}, max_episode_steps=20,
+        description="turngym/ShopPages-v0 in tools mode: the browser actions as function calls",
+        family="browser", modality="gui", needs=("browser",))

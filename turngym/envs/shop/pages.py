@@ -15,7 +15,7 @@ scores the purchase and ends the session. An invalid action changes nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -74,6 +74,7 @@ class ShopSession:
     reward_details: dict[str, Any] = field(default_factory=dict)
     purchase: dict[str, Any] | None = None
     _results: tuple[str, list[str]] | None = None
+    _clickables: tuple[tuple[Page, int], list[Clickable]] | None = None
 
     # ----- queries ----------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -91,15 +92,23 @@ class ShopSession:
     def clickables(self, page: Page | None = None) -> list[Clickable]:
         """Everything clickable on ``page`` (default: the current one), in page order."""
         page = page or self.page
+        key = (page, len(self.visited))  # visited only grows, and only marks products as clicked
+        if self._clickables is not None and self._clickables[0] == key:
+            return self._clickables[1]
+        out = self._make_clickables(page)
+        self._clickables = (key, out)
+        return out
+
+    def _make_clickables(self, page: Page) -> list[Clickable]:
         back = Clickable("back to search", "Back to Search", Page("search"))
         if page.kind == "search" or page.kind == "done":
             return []
         if page.kind == "results":
             out = [back]
             if page.page > 1:
-                out.append(Clickable("< prev", "< Prev", replace(page, page=page.page - 1)))
+                out.append(Clickable("< prev", "< Prev", Page("results", page.query, page.page - 1)))
             if page.page < self.num_result_pages(page.query):
-                out.append(Clickable("next >", "Next >", replace(page, page=page.page + 1)))
+                out.append(Clickable("next >", "Next >", Page("results", page.query, page.page + 1)))
             start = (page.page - 1) * RESULTS_PER_PAGE
             for asin in self.results(page.query)[start:start + RESULTS_PER_PAGE]:
                 out.append(Clickable(asin.lower(), asin, Page("item", page.query, page.page, asin),
@@ -107,7 +116,7 @@ class ShopSession:
             return out
         product = self.catalog.product(page.asin)
         if page.kind == "detail":
-            return [back, Clickable("< prev", "< Prev", replace(page, kind="item", detail=""))]
+            return [back, Clickable("< prev", "< Prev", Page("item", page.query, page.page, page.asin, page.options))]
         out = [back, Clickable("< prev", "< Prev", Page("results", page.query, page.page))]
         chosen = dict(page.options)
         seen = {c.label for c in out}
@@ -120,8 +129,10 @@ class ShopSession:
                 out.append(Clickable(label, value, self._with_option(page, product, group, value),
                                      kind="option", clicked=chosen.get(group) == value, group=group))
         for tab in DETAIL_TABS:
-            out.append(Clickable(tab, tab.capitalize(), replace(page, kind="detail", detail=tab)))
-        out.append(Clickable("buy now", "Buy Now", replace(page, kind="done"), kind="buy"))
+            out.append(Clickable(tab, tab.capitalize(), Page("detail", page.query, page.page, page.asin,
+                                                             page.options, tab)))
+        out.append(Clickable("buy now", "Buy Now", Page("done", page.query, page.page, page.asin, page.options),
+                             kind="buy"))
         return out
 
     @staticmethod
@@ -129,7 +140,7 @@ class ShopSession:
         chosen = dict(page.options)
         chosen[group] = value
         ordered = tuple((g, chosen[g]) for g in product["options"] if g in chosen)
-        return replace(page, options=ordered)
+        return Page("item", page.query, page.page, page.asin, ordered)
 
     def admissible_actions(self) -> list[str]:
         if self.done:
