@@ -1,22 +1,27 @@
 """The household rules engine: world state, ALFWorld's rules, admissible commands, observations.
 
-Independent of Gymnasium, so several agents can share one world (the co-op env builds on it).
+Independent of Gymnasium, and every per-agent datum (location, held object) is keyed by agent
+name, so several agents can share one world (the co-op env builds on it):
 
     game  = build_game(task_id)                  # generator.py: static, cached per task id
-    world = World(game, agents=("agent",))       # fresh mutable state; cheap (no deep copies)
-    world.admissible("agent")  -> sorted list[str]  (shared cached list: do not mutate)
-    world.is_admissible("agent", command) -> bool
-    world.execute("agent", command) -> (observation, valid)   # invalid: "Nothing happens."
-    world.intro() / world.look("agent") / world.signature() / world.state_dict()
+    world = World(game, agents=("alice", "bob")) # fresh mutable state; cheap (no deep copies)
+    world.admissible("alice")  -> sorted list[str]  (shared cached list: do not mutate)
+    world.is_admissible("alice", command) -> bool
+    world.execute("alice", command) -> (observation, valid)   # invalid: "Nothing happens."
+    world.intro() / world.overview() / world.look("alice")     # texts
+    world.key(*extra) -> str    stable digest of the true state (+ extra, e.g. a goal index)
+    world.state_dict() -> dict  the same state, readable;  world.clone() -> World (for planners)
     world.agents[name].location  (receptacle name or None = middle of the room)
     world.agents[name].holding   (object name or None)
     world.where[obj] -> receptacle name, or "@<agent>" while held
     world.contents[rec] -> sorted list of objects in/on it
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
+    game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
+    expert.expert_action(world, agent, goal) -> next command for that agent (plans from now)
 
-Goal checks live in tasks.py, the oracle in expert.py. Admissible lists are cached on the Game
-keyed by everything they depend on (location, held object, open or not, what is there), so
-repeated states, across resets and envs of the same game, cost one dict lookup.
+Admissible lists are cached on the Game keyed by everything they depend on (location, held
+object, open or not, what is there), so repeated states, across resets and envs of the same
+game, cost one dict lookup.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
 NOT_ADMISSIBLE = "not an admissible command"
+ADMISSIBLE_CACHE_SIZE = 512  # entries per game (each ~1 kB); build_game keeps GAME_CACHE_SIZE games
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
           "cool": ("cool", "hot", data.COOLERS, data.COOLABLE),
           "clean": ("clean", None, data.CLEANERS, data.CLEANABLE)}
@@ -61,6 +67,20 @@ class World:
         self.sliced: set[str] = set()
         self.lit: set[str] = set()
 
+    def clone(self) -> World:
+        """An independent copy (shallow per container: names are immutable strings)."""
+        other = object.__new__(World)
+        other.game = self.game
+        other.agents = {}
+        for name, a in self.agents.items():
+            b = other.agents[name] = Agent(name)
+            b.location, b.holding = a.location, a.holding
+        other.where = dict(self.where)
+        other.contents = {r: list(v) for r, v in self.contents.items()}
+        for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
+            setattr(other, flag, set(getattr(self, flag)))
+        return other
+
     # ----- queries ------------------------------------------------------------------------------
     def obj_type_of(self, name: str) -> str:
         return self.game.obj_type.get(name) or self.game.rec_type[name]
@@ -69,13 +89,11 @@ class World:
         """Can one see into / take from / put into ``rec`` now?"""
         return self.game.rec_type[rec] not in data.OPENABLE or rec in self.opened
 
-    def admissible(self, agent: str) -> list[str]:
-        return self._admissible(agent)[0]
-
     def is_admissible(self, agent: str, command: str) -> bool:
-        return command in self._admissible(agent)[1]
+        return command in self.admissible(agent)  # a list of ~10-40: a scan beats a set's memory
 
-    def _admissible(self, agent: str) -> tuple[list[str], frozenset[str]]:
+    def admissible(self, agent: str) -> list[str]:
+        """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
         a = self.agents[agent]
         loc, held = a.location, a.holding
         here = tuple(self.contents[loc]) if loc is not None else ()
@@ -85,10 +103,9 @@ class World:
         cache = self.game.admissible_cache
         hit = cache.get(key)
         if hit is None:
-            if len(cache) > 50_000:  # bound memory on very long random runs
+            if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
                 cache.clear()
-            commands = self._commands(loc, held, here)
-            hit = cache[key] = (commands, frozenset(commands))
+            hit = cache[key] = self._commands(loc, held, here)
         return hit
 
     def _commands(self, loc: str | None, held: str | None, here: tuple[str, ...]) -> list[str]:
