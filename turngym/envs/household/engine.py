@@ -34,6 +34,7 @@ from turngym.envs.household import data
 from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
+READ_ONLY = ("look", "inventory", "examine ")  # commands that never change the state
 NOT_ADMISSIBLE = "not an admissible command"
 ADMISSIBLE_CACHE_SIZE = 512  # entries per game (each ~1 kB); build_game keeps GAME_CACHE_SIZE games
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
@@ -248,14 +249,11 @@ class World:
 
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
-        parts = [self.game.task_id, *map(str, extra)]
-        for n, a in sorted(self.agents.items()):
-            parts += (n, a.location or "-", a.holding or "-")
-        parts += self.where.values()
-        for flags in (self.opened, self.hot, self.cool, self.clean, self.sliced, self.lit):
-            parts.append("|")
-            parts += sorted(flags)
-        return hashlib.blake2b(";".join(parts).encode(), digest_size=12).hexdigest()
+        agents = "".join([f"{n};{a.location};{a.holding};" for n, a in sorted(self.agents.items())])
+        text = (f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|"
+                f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}{sorted(self.clean)}"
+                f"{sorted(self.sliced)}{sorted(self.lit)}")
+        return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def state_dict(self) -> dict:
         return {"agents": {n: {"location": a.location, "holding": a.holding}

@@ -80,6 +80,7 @@ class Game:
             self.goto[r] = [c for c in every if c != f"go to {r}"]
 
 
+@lru_cache(maxsize=16384)  # names repeat across games ("cabinet 3"): sort keys are reused
 def _natural(name: str) -> tuple[str, int]:
     base, _, num = name.rpartition(" ")
     return (base, int(num)) if num.isdigit() else (name, 0)
@@ -282,23 +283,24 @@ def _placeable(otype: str, lay: RoomLayout, room_recs: dict[str, list[str]],
 
 def _choose_goals(task_list: list[str], layouts: list[RoomLayout], rec_type: dict[str, str],
                   rng: random.Random) -> tuple[Goal, ...]:
-    rec_types = sorted(set(rec_type.values()))
+    del rec_type  # the layouts name the same receptacle types
     goals: list[Goal] = []
     for task_type in task_list:
-        options = _goal_options(task_type, layouts, rec_types, goals)
+        options = _goal_options(task_type, tuple(layouts), tuple(goals))
         fresh = [g for g in options if all(g.obj_type != old.obj_type for old in goals)]
         options = fresh or options
         if not options:  # cannot happen with the tables in data.py; keep the error readable
             raise RuntimeError(f"no feasible {task_type} goal in {[lay.room_type for lay in layouts]}")
-        options = sorted(set(options))
         goals.append(rng.choice(options))
     return tuple(goals)
 
 
-def _goal_options(task_type: str, layouts: list[RoomLayout], rec_types: list[str],
-                  earlier: list[Goal]) -> list[Goal]:
+@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many games
+def _goal_options(task_type: str, layouts: tuple[RoomLayout, ...],
+                  earlier: tuple[Goal, ...]) -> tuple[Goal, ...]:
     """Every feasible goal of a task type; a goal repeating an earlier goal's object type must
     name another receptacle type (so it is not met by the earlier one, and both can start)."""
+    rec_types = sorted({t for lay in layouts for t, _ in lay.receptacles})
     taken = {(g.obj_type, g.rec_type) for g in earlier}
     blocked: dict[str, set[str]] = {}
     for g in earlier:
@@ -325,7 +327,7 @@ def _goal_options(task_type: str, layouts: list[RoomLayout], rec_types: list[str
                 avoid = blocked.get(otype, set()) | {rtype}
                 if any(otype in data.ACCEPTS[t] and t not in avoid for t in room_types):
                     options.append(Goal(task_type, otype, rtype))
-    return options
+    return tuple(sorted(set(options)))
 
 
 def _processing(task_type: str) -> tuple[frozenset[str] | None, frozenset[str]]:
