@@ -16,12 +16,13 @@ name, so several agents can share one world (the co-op env builds on it):
     world.where[obj] -> receptacle name, or "@<agent>" while held
     world.contents[rec] -> sorted list of objects in/on it
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
+    (read these freely; change the state only through execute(), which keeps key() in step)
     game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
     expert.expert_action(world, agent, goal) -> next command for that agent (plans from now)
 
-Admissible lists are cached on the Game keyed by everything they depend on (location, held
-object, open or not, what is there), so repeated states, across resets and envs of the same
-game, cost one dict lookup.
+Admissible lists are cached per process, keyed by the game and everything they depend on
+(location, held object, open or not, what is there), so repeated states, across resets and envs
+of the same game, cost one dict lookup.
 """
 
 from __future__ import annotations
@@ -35,8 +36,12 @@ from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
 READ_ONLY = ("look", "inventory", "examine ")  # commands that never change the state
+_FLAG_VERBS = frozenset({"open", "close", "heat", "cool", "clean", "use", "slice"})
 NOT_ADMISSIBLE = "not an admissible command"
-ADMISSIBLE_CACHE_SIZE = 512  # entries per game (each ~1 kB); build_game keeps GAME_CACHE_SIZE games
+# (task id, what the commands depend on) -> sorted commands; shared by every world in the
+# process, emptied when full (~1 kB an entry)
+ADMISSIBLE_CACHE_SIZE = 65_536
+_admissible_cache: dict[tuple, list[str]] = {}
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
           "cool": ("cool", "hot", data.COOLERS, data.COOLABLE),
           "clean": ("clean", None, data.CLEANERS, data.CLEANABLE)}
@@ -67,6 +72,7 @@ class World:
         self.clean: set[str] = set()
         self.sliced: set[str] = set()
         self.lit: set[str] = set()
+        self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
 
     def clone(self) -> World:
         """An independent copy (shallow per container: names are immutable strings)."""
@@ -80,6 +86,7 @@ class World:
         other.contents = {r: list(v) for r, v in self.contents.items()}
         for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
             setattr(other, flag, set(getattr(self, flag)))
+        other._flags_text = self._flags_text
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -99,9 +106,9 @@ class World:
         loc, held = a.location, a.holding
         here = tuple(self.contents[loc]) if loc is not None else ()
         knife = held is not None and self.game.obj_type[held] in data.KNIVES
-        key = (loc, held, loc in self.opened, here,
+        key = (self.game.task_id, loc, held, loc in self.opened, here,
                tuple(o for o in here if o in self.sliced) if knife else ())
-        cache = self.game.admissible_cache
+        cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
             if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
@@ -154,6 +161,8 @@ class World:
                 prefix = f"You walk to the {data.ROOM_NAMES[rooms[target]]}. "
             a.location = target
             return f"{prefix}You arrive at {target}. {self.describe(target)}", True
+        if verb in _FLAG_VERBS:
+            self._flags_text = None
         if verb == "open":
             self.opened.add(rest)
             return f"You open the {rest}. {self.describe(rest)}", True
@@ -250,9 +259,11 @@ class World:
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
         agents = "".join([f"{n};{a.location};{a.holding};" for n, a in sorted(self.agents.items())])
-        text = (f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|"
-                f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}{sorted(self.clean)}"
-                f"{sorted(self.sliced)}{sorted(self.lit)}")
+        flags = self._flags_text
+        if flags is None:
+            flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
+                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}")
+        text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def state_dict(self) -> dict:
