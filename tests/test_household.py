@@ -112,8 +112,11 @@ def test_bad_task_ids_name_the_format():
                 "room/train/kitchen-38/pick_and_place_simple/0001"]:  # an unseen layout in train
         with pytest.raises(ValueError, match="task_id"):
             env.reset(options={"task_id": bad})
+    easy = generator.task_ids("easy", "train")[0]
     with pytest.raises(ValueError, match="this env plays 'room' games"):
-        env.reset(options={"task_id": generator.task_ids("easy", "train")[0]})
+        env.reset(options={"task_id": easy})
+    with pytest.raises(ValueError, match="this env plays 'room' games"):
+        env.reset(options={"task": {"task_id": easy}})
     with pytest.raises(ValueError, match="split"):
         env.reset(options={"split": "test"})
     with pytest.raises(ValueError, match="kind"):

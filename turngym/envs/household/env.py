@@ -79,6 +79,7 @@ class HouseholdEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
         game = generator.build_game(task["task_id"])
         self.world = World(game, (AGENT,))
         self.goal_index = 0
