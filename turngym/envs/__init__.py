@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES: list[str] = ["browser", "multiagent", "toolqa", "shop"]
+FAMILIES: list[str] = ["household", "shop", "browser", "toolqa", "multiagent"]
 
 
 def register_builtin_envs() -> None:
