@@ -83,11 +83,12 @@ class Result:
         return f"[{status}]\n{out}".rstrip()
 
 
-def set_rlimits(limits: Limits, nproc: bool = True) -> None:
+def set_rlimits(limits: Limits, nproc: bool = True, cpu: bool = True) -> None:
     """Called in the child before exec. Address space, CPU, file size, open files, processes."""
     mem = limits.memory_mb << 20
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+    if cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
     size = limits.max_file_mb << 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))

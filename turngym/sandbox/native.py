@@ -98,14 +98,15 @@ def _parents(path: str) -> list[str]:
 
 
 def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits, uid: int | None,
-                collect: bool) -> list[str]:
+                collect: str | bool, extra_env: dict[str, str] | None = None) -> list[str]:
     args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
     if uid is None:  # not root: a user namespace maps us to an unprivileged uid
         args += ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns"]
     else:  # root: no user namespace; setpriv below drops to a real unprivileged uid
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    for key, value in _base_env(WORK, [os.path.dirname(sandbox_python())]).items():
+    env = {**_base_env(WORK, [os.path.dirname(sandbox_python())]), **(extra_env or {})}
+    for key, value in env.items():
         args += ["--setenv", key, value]
     disk = str(limits.disk_mb << 20)
     # tmpfs mounts first: a bind below (a venv under /tmp, say) then shows through them
