@@ -53,6 +53,8 @@ def run(command: str | list[str] | None = None, *, code: str | None = None,
     if name == "worker":
         if code is None:
             raise ValueError("backend: 'worker' runs Python code only; pass code=..., or use bwrap/process")
+        if collect_files:
+            raise ValueError("collect_files: not supported by the 'worker' backend; use bwrap or process")
         from turngym.sandbox.worker import shared_worker
 
         return shared_worker().run(code, files=files, stdin=stdin, limits=limits)

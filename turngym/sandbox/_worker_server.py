@@ -77,7 +77,7 @@ def _child(req, out_w, err_w, in_r):
             os.makedirs(parent, exist_ok=True)
         with open(rel, "wb") as f:
             f.write(base64.b64decode(data))
-    sys.stdin = open(0, "r", closefd=False)
+    sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     sys.argv = ["main.py"]
@@ -208,6 +208,11 @@ def _reap():
 
 
 def main():
+    # kill(-1) below must only ever reach this sandbox: refuse to serve as root or outside a new
+    # pid namespace (where bwrap's init is pid 1 and this server a low pid)
+    if os.geteuid() == 0 or os.getpid() > 8:
+        sys.stderr.write("worker server: not inside an unprivileged pid-namespace sandbox; refusing\n")
+        sys.exit(3)
     # not dumpable: snippets (same uid) can neither ptrace the server nor open its /proc fds
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

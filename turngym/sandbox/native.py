@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from turngym.sandbox.common import (
+    UID_RANGE,
     Limits,
     Result,
     SandboxError,
@@ -32,19 +33,18 @@ from turngym.sandbox.common import (
 WORK = "/sandbox"  # the work dir inside bwrap
 SANDBOX_UID = 65534  # the uid code sees inside bwrap when we are not root (user namespace)
 _CLONE_NEWNET = 0x40000000
-_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWNS = 0x00020000
 # Debian/Ubuntu merged-/usr layouts make these symlinks; older layouts make them directories.
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
               "/etc/localtime", "/etc/mime.types")
-# Dirs anyone may write to on the host: the process backend sweeps them for the run's uid.
-_SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 _COLLECT_EXCLUDE = ("__pycache__", ".pytest_cache")
 
 BWRAP_ISOLATION = ("bwrap: read-only system dirs, tmpfs work dir and /tmp (size-limited), new pid/net/ipc/"
                    "uts/mount namespaces, unprivileged uid, rlimits, wall-clock kill of the whole sandbox")
-PROCESS_ISOLATION = ("process: rlimits, unprivileged uid and a network namespace when run as root; "
-                     "the host file system is visible (reads of world-readable files succeed)")
+PROCESS_ISOLATION = ("process: rlimits, unprivileged uid, network and mount namespaces with size-limited "
+                     "tmpfs over the work dir and the host's shared writable dirs (root only); the host "
+                     "file system and processes are visible (world-readable files can be read)")
 
 
 def is_root() -> bool:
@@ -128,7 +128,8 @@ def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits
                 args += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         args += ["--ro-bind", root, root]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    # bwrap's /dev is an unbounded tmpfs with a world-writable shm dir: cap that one too
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
     dirs = set()
     for fd, rel in file_fds:
         for parent in _parents("/" + rel):
@@ -171,6 +172,7 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
         res = _spawn(args, stdin, limits, [fd for fd, _ in fds], backend="bwrap",
                      kill_extra=None, nproc=True)
         res.isolation = BWRAP_ISOLATION
+        res.extra["uid"] = uid if uid is not None else os.getuid()
         if collect_path and res.error is None and not res.timed_out:
             res.files = _read_tar(Path(collect_path).read_bytes(), limits)
         return res
@@ -179,6 +181,8 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
             os.close(fd)
         if collect_path:
             os.unlink(collect_path)
+        if uid is not None:  # the pid namespace is dying already; wait until it is gone
+            kill_all_of_uid(uid)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -241,42 +245,109 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+# Root only: runs as root inside fresh mount and network namespaces, covers every directory the
+# unprivileged uid could write to on the host with a size-limited tmpfs, unpacks the files (a tar
+# on fd $4) into the work dir, then drops to the uid. $1 uid, $2 tmpfs bytes, $3 work dir,
+# $4 files fd, $5 collect fd or "-"; then the command.
+_PROCESS_SCRIPT = r"""
+fail() { echo "turngym: sandbox setup failed: $1" >&2; exit 125; }
+mount --make-rprivate / || fail "private mounts"
+for d in /tmp /var/tmp /dev/shm /run/lock /var/lock; do
+  if [ -d "$d" ] && [ ! -L "$d" ]; then
+    mount -t tmpfs -o "size=$2,mode=1777,nosuid,nodev" tmpfs "$d" || fail "tmpfs on $d"
+  fi
+done
+mkdir -m 0700 "$3" || fail "work dir"
+tar -xf - -C "$3" --no-same-owner <&"$4" || fail "unpacking files"
+chown -R "$1:$1" "$3" || fail "chown"
+eval "exec $4<&-"
+cd "$3" || fail "cd"
+uid=$1; collect=$5; shift 5
+drop() { /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"; }
+if [ "$collect" = - ]; then
+  exec /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"
+fi
+eval "drop \"\$@\" $collect>&-"
+rc=$?
+eval "drop tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . >&$collect"
+exit $rc
+"""
+PROCESS_WORK = "/tmp/sandbox"
+
+
 def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits,
                  collect_files: bool) -> Result:
-    uid = fresh_uid() if is_root() else None
+    if not is_root():
+        return _run_process_unprivileged(argv, files, stdin, limits, collect_files)
+    uid = fresh_uid()
+    env = _base_env(PROCESS_WORK, [])
+    _python, sites = _world_python()
+    if sites:
+        env["PYTHONPATH"] = ":".join(sites)
+    files_fd = os.memfd_create("turngym-files", 0)
+    collect_fd = os.memfd_create("turngym-collect", 0) if collect_files else None
+    try:
+        _write_all(files_fd, _tar_of(files))
+        os.lseek(files_fd, 0, os.SEEK_SET)
+        args = ["/bin/bash", "-c", _PROCESS_SCRIPT, "sandbox", str(uid), str(limits.disk_mb << 20), PROCESS_WORK,
+                str(files_fd), "-" if collect_fd is None else str(collect_fd), *argv]
+        pass_fds = [files_fd] + ([collect_fd] if collect_fd is not None else [])
+
+        def kill_uid() -> None:
+            kill_all_of_uid(uid)
+
+        res = _spawn(args, stdin, limits, pass_fds, backend="process", kill_extra=kill_uid, nproc=True,
+                     cwd="/", env=env, new_namespaces=True)
+        res.isolation = PROCESS_ISOLATION
+        res.extra["uid"] = uid
+        if collect_fd is not None and res.error is None and not res.timed_out:
+            os.lseek(collect_fd, 0, os.SEEK_SET)
+            res.files = _read_tar(_read_all(collect_fd), limits)
+        return res
+    finally:
+        os.close(files_fd)
+        if collect_fd is not None:
+            os.close(collect_fd)
+        kill_all_of_uid(uid)
+
+
+def _tar_of(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, data in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _run_process_unprivileged(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits,
+                              collect_files: bool) -> Result:
+    """Not root: no uid drop and no namespaces, only rlimits and a private temp work dir."""
     work = tempfile.mkdtemp(prefix="turngym-sbx-")
     try:
         for rel, data in files.items():
             target = Path(work, rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        if uid is not None:
-            for dirpath, _dirs, names in os.walk(work):
-                os.chown(dirpath, uid, uid)
-                for n in names:
-                    os.chown(os.path.join(dirpath, n), uid, uid)
         os.chmod(work, 0o700)
-        env = _base_env(work, [])
-        if uid is not None:
-            _python, sites = _world_python()
-            if sites:
-                env["PYTHONPATH"] = ":".join(sites)
-
-        def kill_uid() -> None:
-            if uid is not None:
-                kill_all_of_uid(uid)
-
-        res = _spawn(argv, stdin, limits, [], backend="process", kill_extra=kill_uid, nproc=True,
-                     uid=uid, cwd=work, env=env, new_netns=uid is not None)
-        res.isolation = PROCESS_ISOLATION + ("" if uid is not None else
-                                             "; not root here: no uid drop and no network namespace")
+        res = _spawn(argv, stdin, limits, [], backend="process", kill_extra=None, nproc=True,
+                     cwd=work, env=_base_env(work, []))
+        res.isolation = PROCESS_ISOLATION + "; not root here: no uid drop, no namespaces, no tmpfs"
+        res.extra["uid"] = os.getuid()
         if collect_files and res.error is None and not res.timed_out:
             res.files = _read_dir(work, limits)
         return res
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if uid is not None:
-            sweep_uid_files(uid)
 
 
 def _read_dir(work: str, limits: Limits) -> dict[str, str | bytes]:
@@ -311,6 +382,8 @@ def processes_of_uid(uid: int) -> list[int]:
 
 def kill_all_of_uid(uid: int, rounds: int = 50) -> None:
     """SIGKILL every process of ``uid`` (a fork bomb may refill: repeat until none is left)."""
+    if not UID_RANGE[0] <= uid < UID_RANGE[1]:  # never the host's own users, never root
+        raise ValueError(f"kill_all_of_uid: uid {uid} is not a sandbox uid")
     for _ in range(rounds):
         pids = processes_of_uid(uid)
         if not pids:
@@ -326,43 +399,19 @@ def kill_all_of_uid(uid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
-def sweep_uid_files(uid: int) -> None:
-    """Remove what ``uid`` left in the host's world-writable dirs."""
-    for d in _SHARED_WRITABLE:
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
-
-
 # ----- spawning -------------------------------------------------------------------------------
 
 def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], backend: str,
-           kill_extra, nproc: bool, uid: int | None = None, cwd: str | None = None,
-           env: dict | None = None, new_netns: bool = False) -> Result:
+           kill_extra, nproc: bool, cwd: str | None = None,
+           env: dict | None = None, new_namespaces: bool = False) -> Result:
+    libc = _libc() if new_namespaces else None
+
     def preexec() -> None:
         os.setsid()
         os.umask(0o022)
-        if new_netns:
-            libc = _libc()
-            if libc.unshare(_CLONE_NEWNET) != 0:
-                os._exit(125)
+        if libc is not None and libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS) != 0:
+            os._exit(125)
         set_rlimits(limits, nproc=nproc)
-        if uid is not None and backend == "process":
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
     started = time.monotonic()
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -387,8 +436,8 @@ def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], b
     duration = time.monotonic() - started
     res = Result(stdout=decode(out), stderr=decode(err), exit_code=code, timed_out=timed_out,
                  output_truncated=truncated, duration_s=duration, backend=backend)
-    if code == 125 and new_netns and not out:
-        res.error = "could not create a network namespace"
+    if code == 125 and new_namespaces and (not out or err.startswith(b"turngym: sandbox setup failed")):
+        res.error = decode(err).strip() or "could not create the network and mount namespaces"
     if backend == "bwrap" and code != 0 and err.startswith(b"bwrap:"):
         res.error = decode(err).strip()  # bwrap itself failed, before the code ran
     res.out_of_memory = looks_out_of_memory(err, code)

@@ -35,7 +35,7 @@ WORKER_ISOLATION = BWRAP_ISOLATION + "; persistent: one sandbox reused by snippe
 class Worker:
     """One persistent sandbox. ``run(code, ...)`` is thread-safe (snippets run one at a time)."""
 
-    def __init__(self, preload: tuple[str, ...] = (), memory_mb: int = 2048, disk_mb: int = 256,
+    def __init__(self, preload: tuple[str, ...] = (), memory_mb: int = 2048, disk_mb: int = 64,
                  max_processes: int = 64):
         self.preload = tuple(preload)
         self.limits = Limits(timeout_s=3600, memory_mb=memory_mb, disk_mb=disk_mb,
@@ -43,10 +43,11 @@ class Worker:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self.restarts = 0
+        self.uid: int | None = None  # the server's uid on the host (root only: a fresh one)
 
     # ----- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        uid = fresh_uid() if is_root() else None
+        uid = self.uid = fresh_uid() if is_root() else None
         source = _SERVER.read_text()
         argv = _bwrap_argv([sandbox_python(), "-B", "-c", source], [], self.limits, uid, False,
                            extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload))})
@@ -116,7 +117,7 @@ class Worker:
                       exit_code=reply["exit_code"], timed_out=reply["timed_out"],
                       output_truncated=reply["truncated"], duration_s=reply["duration_s"],
                       out_of_memory=looks_out_of_memory(err, reply["exit_code"]), backend="worker",
-                      isolation=WORKER_ISOLATION)
+                      isolation=WORKER_ISOLATION, extra={"uid": self.uid})
 
     def _send(self, obj: dict) -> None:
         data = json.dumps(obj).encode()
