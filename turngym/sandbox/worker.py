@@ -17,6 +17,7 @@ import atexit
 import base64
 import json
 import os
+import queue
 import selectors
 import signal
 import struct
@@ -146,6 +147,37 @@ def _read_exact(fd: int, n: int, deadline: float) -> bytes | None:
                 return None
             buf += chunk
     return bytes(buf)
+
+
+class WorkerPool:
+    """Several persistent workers; ``run`` takes whichever is free (call it from several threads
+    to use several cores: each snippet still runs alone in its worker's sandbox)."""
+
+    def __init__(self, size: int | None = None, preload: tuple[str, ...] = ()):
+        self.size = size or os.cpu_count() or 1
+        self._free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        self._all = [Worker(preload=preload) for _ in range(self.size)]
+        for worker in self._all:
+            self._free.put(worker)
+
+    def run(self, code: str, files: dict[str, str | bytes] | None = None, stdin: str | bytes | None = None,
+            limits: Limits | None = None) -> Result:
+        worker = self._free.get()
+        try:
+            return worker.run(code, files=files, stdin=stdin, limits=limits)
+        finally:
+            self._free.put(worker)
+
+    def map(self, codes: list[str], limits: Limits | None = None) -> list[Result]:
+        """Run each snippet (in parallel across the pool), results in order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.size) as pool:
+            return list(pool.map(lambda code: self.run(code, limits=limits), codes))
+
+    def close(self) -> None:
+        for worker in self._all:
+            worker.close()
 
 
 _SHARED: dict[tuple[str, ...], Worker] = {}
