@@ -86,6 +86,8 @@ def test_worker_restarts_after_its_server_is_killed():
 def test_worker_snippets_do_not_see_each_other():
     if "worker" not in sandbox.available_backends():
         pytest.skip("worker: needs bubblewrap")
-    sandbox.run(code="open('left.txt', 'w').write('x')\nopen('/tmp/left2', 'w').write('x')", backend="worker")
-    res = sandbox.run(code="import os\nprint(os.listdir('.'), os.listdir('/tmp'))", backend="worker")
-    assert res.stdout == "[] []\n"
+    code = "for p in ('left.txt', '/tmp/left2', '/dev/shm/left3'):\n    open(p, 'w').write('x')"
+    assert sandbox.run(code=code, backend="worker").ok
+    res = sandbox.run(code="import os\nprint(os.listdir('.'), os.listdir('/tmp'), os.listdir('/dev/shm'))",
+                      backend="worker")
+    assert res.stdout == "[] [] []\n"

@@ -5,7 +5,7 @@ Protocol on stdin/stdout: a 4-byte big-endian length, then JSON. Request: code, 
 stdin (base64), limits. Reply: stdout/stderr (base64), exit_code, timed_out, truncated, duration_s.
 After each snippet every process the snippet left is killed (``kill(-1)`` reaches all of this
 uid's processes in the sandbox's pid namespace but the server and the namespace's init) and the
-work dir and /tmp are emptied, so snippets cannot see each other.
+work dir, /tmp and /dev/shm are emptied, so snippets cannot see each other.
 """
 
 import base64
@@ -159,6 +159,15 @@ def _run(req):
                 truncated = True
                 open_fds = 0
                 break
+    while status is None and not timed_out and not truncated:
+        # the pipes closed: let the snippet finish exiting before its leftovers are killed
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+        elif time.monotonic() >= started + lim["timeout_s"]:
+            timed_out = True
+        else:
+            time.sleep(0.0002)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -176,8 +185,8 @@ def _run(req):
         os.close(fd)
     sel.close()
     _reap()
-    _wipe(WORK)
-    _wipe("/tmp")
+    for path in (WORK, "/tmp", "/dev/shm"):
+        _wipe(path)
     if os.WIFEXITED(status):
         exit_code = os.WEXITSTATUS(status)
     else:

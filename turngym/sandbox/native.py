@@ -428,6 +428,12 @@ def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], b
 
     try:
         out, err, timed_out, truncated = pump(proc, stdin, limits, kill, started)
+        if not timed_out and not truncated:
+            # the pipes closed: let the main process finish exiting before leftovers are killed
+            try:
+                proc.wait(timeout=max(0.0, started + limits.timeout_s - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
     finally:
         kill()  # leftovers (daemons) never outlive the run
         code = proc.wait()
