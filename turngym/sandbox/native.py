@@ -101,7 +101,8 @@ def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits
                 collect: str | bool, extra_env: dict[str, str] | None = None) -> list[str]:
     args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
     if uid is None:  # not root: a user namespace maps us to an unprivileged uid
-        args += ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns"]
+        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_UID)]
     else:  # root: no user namespace; setpriv below drops to a real unprivileged uid
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
