@@ -10,7 +10,7 @@ from turngym import sandbox
 from turngym.sandbox.worker import Worker
 
 
-@pytest.mark.parametrize("backend", _backend_params())
+@pytest.mark.parametrize("backend", _backend_params(hostile=False))
 def test_code_files_stdin_and_exit_code(backend):
     code = "import sys, helper\nprint(helper.VALUE, sys.stdin.read().strip())\nsys.exit(3)"
     res = sandbox.run(code=code, files={"helper.py": "VALUE = 41 + 1\n"}, stdin="from stdin", backend=backend,
@@ -21,13 +21,13 @@ def test_code_files_stdin_and_exit_code(backend):
     assert res.backend == backend and res.isolation
 
 
-@pytest.mark.parametrize("backend", _backend_params())
+@pytest.mark.parametrize("backend", _backend_params(hostile=False))
 def test_traceback_goes_to_stderr(backend):
     res = sandbox.run(code="raise KeyError('missing')", backend=backend, **LIMITS)
     assert res.exit_code == 1 and "KeyError: 'missing'" in res.stderr
 
 
-@pytest.mark.parametrize("backend", [p for p in _backend_params() if p.id != "worker"])
+@pytest.mark.parametrize("backend", [p for p in _backend_params(hostile=False) if p.id != "worker"])
 def test_shell_command_and_collected_files(backend):
     res = sandbox.run("mkdir -p out && printf 'a\\nb\\n' > out/list.txt && cat data.txt && echo err >&2",
                       files={"data.txt": "given"}, collect_files=True, backend=backend, **LIMITS)
@@ -36,13 +36,13 @@ def test_shell_command_and_collected_files(backend):
     assert res.files == {"data.txt": "given", "out/list.txt": "a\nb\n"}
 
 
-@pytest.mark.parametrize("backend", [p for p in _backend_params() if p.id != "worker"])
+@pytest.mark.parametrize("backend", [p for p in _backend_params(hostile=False) if p.id != "worker"])
 def test_argv_command(backend):
     res = sandbox.run(["/bin/echo", "one", "two words"], backend=backend, **LIMITS)
     assert res.stdout == "one two words\n" and res.ok
 
 
-@pytest.mark.parametrize("backend", _backend_params())
+@pytest.mark.parametrize("backend", _backend_params(hostile=False))
 def test_environment_is_cleared(backend, monkeypatch):
     monkeypatch.setenv("SOME_HOST_VARIABLE", "x")
     res = sandbox.run(code="import os\nprint(sorted(os.environ))", backend=backend, **LIMITS)

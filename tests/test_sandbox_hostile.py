@@ -22,7 +22,7 @@ from turngym.sandbox.native import is_root, processes_of_uid
 AVAILABLE = sandbox.available_backends()
 
 
-def _backend_params() -> list:
+def _backend_params(hostile: bool = True) -> list:
     params = []
     for name in ("bwrap", "process", "worker", "docker"):
         reason = None
@@ -30,7 +30,7 @@ def _backend_params() -> list:
             reason = docker_unavailable_reason()
         elif name not in AVAILABLE:
             reason = "bubblewrap is not installed or cannot create namespaces here"
-        elif name == "process" and not is_root():
+        elif name == "process" and hostile and not is_root():
             # without root there is no uid drop: kill(-1) or a fork bomb would hit the caller's own
             # processes (docs/envs/code.md); CI runs the battery as root
             reason = "not root here, so no unprivileged uid to contain hostile code"

@@ -14,7 +14,7 @@ import threading
 import time
 from functools import lru_cache
 
-from turngym.sandbox.common import Limits, Result, decode, looks_out_of_memory
+from turngym.sandbox.common import Limits, Result, decode, looks_out_of_memory, relative_path
 
 IMAGE = "python:3.11-slim"  # any image with python3 and /bin/sh; override with TURNGYM_DOCKER_IMAGE
 WORK = "/sandbox"
@@ -43,6 +43,7 @@ def _image() -> str:
 
 def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdin: str | bytes | None,
                limits: Limits, collect_files: bool) -> Result:
+    files = {relative_path(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in files.items()}
     reason = docker_unavailable_reason()
     if reason is not None:
         return Result(backend="docker", error=reason, isolation=DOCKER_ISOLATION)
@@ -97,7 +98,7 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
             stream, _ = container.get_archive(WORK + "/.")
             collected = _untar(b"".join(stream))
         return Result(stdout=decode(out), stderr=decode(err), exit_code=status, timed_out=timed_out,
-                      out_of_memory=looks_out_of_memory(err, status) or status == 137,
+                      out_of_memory=looks_out_of_memory(err, status) or (status == 137 and not timed_out),
                       duration_s=time.monotonic() - started, backend="docker", files=collected,
                       isolation=DOCKER_ISOLATION)
     finally:
@@ -111,6 +112,7 @@ def _tar(files: dict[str, bytes]) -> bytes:
             info = tarfile.TarInfo(rel)
             info.size = len(data)
             info.mode = 0o666
+            info.uid = info.gid = 65534  # the container's user owns its files
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -119,10 +121,11 @@ def _untar(blob: bytes) -> dict[str, str | bytes]:
     out: dict[str, str | bytes] = {}
     with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
         for member in tar:
-            if member.isfile() and "__pycache__" not in member.name:
+            name = member.name.split("/", 1)[-1]
+            if member.isfile() and "__pycache__" not in member.name and name not in (".stdin", ".ready"):
                 data = tar.extractfile(member).read()
                 try:
-                    out[member.name.split("/", 1)[-1]] = data.decode()
+                    out[name] = data.decode()
                 except UnicodeDecodeError:
-                    out[member.name.split("/", 1)[-1]] = data
+                    out[name] = data
     return out

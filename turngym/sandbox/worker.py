@@ -180,20 +180,31 @@ class WorkerPool:
             worker.close()
 
 
-_SHARED: dict[tuple[str, ...], Worker] = {}
+# keyed by pid too: a forked child (an EnvPool process) must not talk to its parent's worker
+_SHARED: dict[tuple[int, tuple[str, ...]], Worker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def shared_worker(preload: tuple[str, ...] = ()) -> Worker:
     """This process's worker for ``preload`` (started on first use, closed at exit)."""
+    key = (os.getpid(), tuple(preload))
     with _SHARED_LOCK:
-        worker = _SHARED.get(tuple(preload))
+        worker = _SHARED.get(key)
         if worker is None:
-            worker = _SHARED[tuple(preload)] = Worker(preload=preload)
+            worker = _SHARED[key] = Worker(preload=preload)
         return worker
+
+
+def _reset_after_fork() -> None:
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()  # it may have been held by another thread at the fork
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 @atexit.register
 def _close_shared() -> None:
-    for worker in _SHARED.values():
-        worker.close()
+    for (pid, _), worker in _SHARED.items():
+        if pid == os.getpid():
+            worker.close()
