@@ -18,6 +18,7 @@ import pytest
 from turngym import sandbox
 from turngym.sandbox.docker_backend import docker_unavailable_reason
 from turngym.sandbox.native import is_root, processes_of_uid
+from turngym.sandbox.seccomp import user_namespace_filter
 
 AVAILABLE = sandbox.available_backends()
 
@@ -481,6 +482,8 @@ else:
 """
     res = _run(backend, code, host_guard)
     _contained(res)
+    if is_root() and backend != "docker" and user_namespace_filter() is not None:
+        assert "no user namespace 1" in res.stdout  # EPERM from the seccomp filter
 
 
 @pytest.mark.parametrize("backend", _backend_params())

@@ -29,11 +29,13 @@ from turngym.sandbox.common import (
     sandbox_python,
     set_rlimits,
 )
+from turngym.sandbox.seccomp import filter_fd, user_namespace_filter
 
 WORK = "/sandbox"  # the work dir inside bwrap
 SANDBOX_UID = 65534  # the uid code sees inside bwrap when we are not root (user namespace)
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWNS = 0x00020000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 # Debian/Ubuntu merged-/usr layouts make these symlinks; older layouts make them directories.
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
@@ -98,8 +100,11 @@ def _parents(path: str) -> list[str]:
 
 
 def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits, uid: int | None,
-                collect: str | bool, extra_env: dict[str, str] | None = None) -> list[str]:
+                collect: str | bool, extra_env: dict[str, str] | None = None,
+                seccomp_fd: int | None = None) -> list[str]:
     args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    if seccomp_fd is not None:  # no user namespaces inside (see seccomp.py)
+        args += ["--seccomp", str(seccomp_fd)]
     if uid is None:  # not root: a user namespace maps us to an unprivileged uid
         args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
                  "--gid", str(SANDBOX_UID)]
@@ -158,6 +163,7 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
         raise SandboxError("bwrap as root needs /usr/bin/setpriv (util-linux) to drop to an unprivileged uid")
     fds = []
     collect_path = None
+    seccomp_fd = filter_fd()
     try:
         for rel, data in files.items():
             fd = os.memfd_create("turngym-file", 0)
@@ -169,9 +175,9 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
             os.close(handle)
             if uid is not None:
                 os.chown(collect_path, uid, uid)
-        args = _bwrap_argv(argv, fds, limits, uid, collect_path or False)
-        res = _spawn(args, stdin, limits, [fd for fd, _ in fds], backend="bwrap",
-                     kill_extra=None, nproc=True)
+        args = _bwrap_argv(argv, fds, limits, uid, collect_path or False, seccomp_fd=seccomp_fd)
+        pass_fds = [fd for fd, _ in fds] + ([seccomp_fd] if seccomp_fd is not None else [])
+        res = _spawn(args, stdin, limits, pass_fds, backend="bwrap", kill_extra=None, nproc=True)
         res.isolation = BWRAP_ISOLATION
         res.extra["uid"] = uid if uid is not None else os.getuid()
         if collect_path and res.error is None and not res.timed_out:
@@ -180,6 +186,8 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
     finally:
         for fd, _ in fds:
             os.close(fd)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         if collect_path:
             os.unlink(collect_path)
         if uid is not None:  # the pid namespace is dying already; wait until it is gone
@@ -400,17 +408,34 @@ def kill_all_of_uid(uid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _seccomp_prog() -> tuple[_SockFprog, ctypes.Array] | None:
+    """The user-namespace filter as prctl wants it (built before the fork; the buffer is kept alive)."""
+    program = user_namespace_filter()
+    if program is None:
+        return None
+    buffer = ctypes.create_string_buffer(program, len(program))
+    return _SockFprog(len(program) // 8, ctypes.addressof(buffer)), buffer
+
+
 # ----- spawning -------------------------------------------------------------------------------
 
 def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], backend: str,
            kill_extra, nproc: bool, cwd: str | None = None,
            env: dict | None = None, new_namespaces: bool = False) -> Result:
     libc = _libc() if new_namespaces else None
+    seccomp = _seccomp_prog() if new_namespaces else None
 
     def preexec() -> None:
         os.setsid()
         os.umask(0o022)
         if libc is not None and libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS) != 0:
+            os._exit(125)
+        if seccomp is not None and libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(seccomp[0]),
+                                              0, 0) != 0:
             os._exit(125)
         set_rlimits(limits, nproc=nproc)
 

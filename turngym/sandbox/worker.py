@@ -28,6 +28,7 @@ from pathlib import Path
 
 from turngym.sandbox.common import Limits, Result, decode, fresh_uid, looks_out_of_memory, relative_path
 from turngym.sandbox.native import BWRAP_ISOLATION, _bwrap_argv, is_root, sandbox_python, set_rlimits
+from turngym.sandbox.seccomp import filter_fd
 
 _SERVER = Path(__file__).with_name("_worker_server.py")
 WORKER_ISOLATION = BWRAP_ISOLATION + "; persistent: one sandbox reused by snippets in turn"
@@ -50,8 +51,9 @@ class Worker:
     def start(self) -> None:
         uid = self.uid = fresh_uid() if is_root() else None
         source = _SERVER.read_text()
+        seccomp_fd = filter_fd()
         argv = _bwrap_argv([sandbox_python(), "-B", "-c", source], [], self.limits, uid, False,
-                           extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload))})
+                           extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload))}, seccomp_fd=seccomp_fd)
         limits = self.limits
 
         def preexec() -> None:
@@ -60,8 +62,13 @@ class Worker:
             # the server lives long: CPU time is limited per snippet, in the child
             set_rlimits(limits, nproc=True, cpu=False)
 
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, preexec_fn=preexec, env={})
+        try:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, preexec_fn=preexec, env={},
+                                          pass_fds=[seccomp_fd] if seccomp_fd is not None else [])
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         reply = self._read_reply(time.monotonic() + 60)
         if not reply or not reply.get("ready"):
             self.close()
