@@ -43,10 +43,12 @@ _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/
 _COLLECT_EXCLUDE = ("__pycache__", ".pytest_cache")
 
 BWRAP_ISOLATION = ("bwrap: read-only system dirs, tmpfs work dir and /tmp (size-limited), new pid/net/ipc/"
-                   "uts/mount namespaces, unprivileged uid, rlimits, wall-clock kill of the whole sandbox")
+                   "uts/mount namespaces, unprivileged uid, no new user namespaces (seccomp), rlimits, "
+                   "wall-clock kill of the whole sandbox")
 PROCESS_ISOLATION = ("process: rlimits, unprivileged uid, network and mount namespaces with size-limited "
-                     "tmpfs over the work dir and the host's shared writable dirs (root only); the host "
-                     "file system and processes are visible (world-readable files can be read)")
+                     "tmpfs over the work dir and the host's shared writable dirs, no new user namespaces "
+                     "(root only); the host file system and processes are visible (world-readable files "
+                     "can be read)")
 
 
 def is_root() -> bool:
