@@ -3,7 +3,8 @@
 Each program is Python source (shell attacks go through ``subprocess``) plus a check on the
 Result. After every run the fixture also checks the host: no process of the sandbox's uid is
 left, nothing carrying the test's marker exists outside, and the test process itself is alive.
-Limits are small (2 s, 256 MB, 64 MB tmpfs, 32 processes) so a failure cannot hurt the machine.
+Limits are small (3 s, or 1.5 s where the program runs until killed; 256 MB, 64 MB tmpfs,
+32 processes) so a failure cannot hurt the machine.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def _backend_params(hostile: bool = True) -> list:
     return params
 
 
-LIMITS = {"timeout_s": 2.0, "memory_mb": 256, "disk_mb": 64, "max_processes": 32, "max_file_mb": 16,
+LIMITS = {"timeout_s": 3.0, "memory_mb": 256, "disk_mb": 64, "max_processes": 32, "max_file_mb": 16,
           "max_output_bytes": 100_000}
+UNTIL_KILLED_S = 1.5  # for programs that only stop when the sandbox kills them
 MARKER = f"turngym-hostile-{uuid.uuid4().hex[:12]}"
 SECRET = f"s3cret-{uuid.uuid4().hex}"
 # the daemon test's sleeper: a distinctive argument so leftovers can be found in /proc
@@ -273,14 +275,14 @@ def test_path_traversal_in_files_is_refused(backend, host_guard):
 @pytest.mark.parametrize("backend", _backend_params())
 def test_fork_bomb(backend, host_guard):
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    res = _run(backend, code, host_guard)
+    res = _run(backend, code, host_guard, timeout_s=UNTIL_KILLED_S)
     _contained(res)
 
 
 @pytest.mark.parametrize("backend", _backend_params())
 def test_shell_fork_bomb(backend, host_guard):
     code = "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'b() { b | b & }; b'])\nimport time; time.sleep(5)"
-    res = _run(backend, code, host_guard)
+    res = _run(backend, code, host_guard, timeout_s=UNTIL_KILLED_S)
     _contained(res)
 
 
@@ -296,7 +298,7 @@ try:
 except BaseException as e:
     print('stopped at', n, type(e).__name__)
 """
-    res = _run(backend, code, host_guard)
+    res = _run(backend, code, host_guard, timeout_s=UNTIL_KILLED_S)
     _contained(res)
 
 
@@ -316,14 +318,14 @@ def test_one_huge_allocation(backend, host_guard):
 
 @pytest.mark.parametrize("backend", _backend_params())
 def test_cpu_loop(backend, host_guard):
-    res = _run(backend, "while True:\n    pass\n", host_guard)
+    res = _run(backend, "while True:\n    pass\n", host_guard, timeout_s=UNTIL_KILLED_S)
     _contained(res)
     assert res.timed_out and not res.ok
 
 
 @pytest.mark.parametrize("backend", _backend_params())
 def test_sleep_forever(backend, host_guard):
-    res = _run(backend, "import time\ntime.sleep(10**6)\n", host_guard)
+    res = _run(backend, "import time\ntime.sleep(10**6)\n", host_guard, timeout_s=UNTIL_KILLED_S)
     _contained(res)
     assert res.timed_out
 
