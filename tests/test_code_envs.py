@@ -171,7 +171,7 @@ def test_repair_tools_read_write_shell_and_invalid_actions():
 @pytest.mark.parametrize("backend", ["bwrap", "process"])
 def test_repair_shell_and_tests_run_on_every_backend(backend):
     if backend not in sandbox.available_backends():
-        pytest.skip(f"{backend}: bubblewrap is not installed")
+        pytest.skip(f"{backend}: not available on this machine (sandbox.available_backends())")
     python, sites = _world_python()  # what the process backend runs code with, as root
     if backend == "process" and is_root() and python != sandbox_python() and not sites:
         pytest.skip("process: the project's packages are not readable by an unprivileged uid (a checkout "

@@ -31,7 +31,8 @@ def _backend_params(hostile: bool = True) -> list:
         if name == "docker":
             reason = docker_unavailable_reason()
         elif name not in AVAILABLE:
-            reason = "bubblewrap is not installed or cannot create namespaces here"
+            reason = ("cannot create mount and network namespaces here" if name == "process"
+                      else "bubblewrap is not installed or cannot create namespaces here")
         elif name == "process" and hostile and not is_root():
             # without root there is no uid drop: kill(-1) or a fork bomb would hit the caller's own
             # processes (docs/envs/code.md); CI runs the battery as root

@@ -74,16 +74,27 @@ def default_backend() -> str:
 
 
 def available_backends() -> list[str]:
-    """Backends that can run on this machine now (``worker`` needs bwrap)."""
+    """Backends that work on this machine (``worker`` needs bwrap; ``process`` run as root needs
+    namespaces)."""
     out = []
     if _bwrap_works():
         out += ["bwrap", "worker"]
-    out.append("process")
+    if _process_works():
+        out.append("process")
     from turngym.sandbox.docker_backend import docker_unavailable_reason
 
     if docker_unavailable_reason() is None:
         out.append("docker")
     return out
+
+
+@lru_cache(maxsize=1)
+def _process_works() -> bool:
+    """As root the process backend needs mount and network namespaces (no CAP_SYS_ADMIN: no)."""
+    from turngym.sandbox.native import run_native
+
+    res = run_native("process", ["true"], False, {}, None, Limits(timeout_s=10), False)
+    return res.exit_code == 0 and res.error is None
 
 
 @lru_cache(maxsize=1)
