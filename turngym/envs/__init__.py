@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES: list[str] = ["household", "shop", "browser", "toolqa", "multiagent"]
+FAMILIES: list[str] = ["household", "shop", "browser", "code", "toolqa", "multiagent"]
 
 
 def register_builtin_envs() -> None:
