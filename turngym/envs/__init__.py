@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES: list[str] = ["multiagent", "toolqa"]
+FAMILIES: list[str] = ["household", "multiagent", "toolqa"]
 
 
 def register_builtin_envs() -> None:
