@@ -114,11 +114,11 @@ def test_multiagent_rollout_gives_per_agent_trajectories_with_own_turns():
 
 
 @pytest.mark.parametrize("env_id", ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0",
-                                    "turngym/Auction-v0"])
+                                    "turngym/Auction-v0", "turngym/CoopHousehold-v0"])
 def test_single_agent_view_expert_succeeds_through_the_pool(env_id):
     env = turngym.make(env_id)
     with turngym.EnvPool(env_id, num_envs=2, backend="thread") as pool:
-        trajs = pool.rollout(ExpertPolicy(), env.task_ids("test")[:20])
+        trajs = pool.rollout(ExpertPolicy(), env.task_ids(env.split)[:20])
     assert all(t.success for t in trajs)
 
 
@@ -131,3 +131,27 @@ def test_single_agent_view_bad_arguments_name_the_field():
         SingleAgentView(game="chess")
     with pytest.raises(ValueError, match="others"):
         SingleAgentView(game="auction", others="genius").reset(seed=0)
+
+
+def test_coop_household_needs_both_and_expert_teams_succeed():
+    game = GAMES["coop_household"]()
+    tasks = game.task_ids("valid_unseen")
+    rows = [game.get_task(t) for t in tasks]
+    # one expert alone would run out of turns on most tasks; the team fits the budget
+    assert sum(r["solo_steps"] > r["max_turns"] for r in rows) >= 0.8 * len(rows)
+    team = multiagent_rollout("coop_household", {"agent_0": "expert", "agent_1": "expert"}, tasks)
+    assert all(t.success for t in team["agent_0"]) and all(t.success for t in team["agent_1"])
+    assert all(t.episode_return == 1.0 for t in team["agent_1"])
+
+
+def test_coop_household_partial_views_and_messages():
+    env = parallel_env("coop_household")
+    obs, infos = env.reset(seed=0, options={"task_id": GAMES["coop_household"]().task_ids("valid_seen")[0]})
+    target = infos["agent_0"]["admissible_actions"][0]
+    assert target.startswith("go to ")
+    obs, rewards, terms, truncs, infos = env.step({"agent_0": target, "agent_1": "say[I take the left side]"})
+    assert "You arrive at" in obs["agent_0"] and 'agent_1 says: "I take the left side"' in obs["agent_0"]
+    assert "You arrive" not in obs["agent_1"]  # agent_1 does not see agent_0's move
+    assert infos["agent_0"]["state_key"] == infos["agent_1"]["state_key"]
+    obs, rewards, terms, truncs, infos = env.step({"agent_0": "fly to the moon", "agent_1": "look"})
+    assert obs["agent_0"].startswith("Nothing happens.") and infos["agent_0"]["action_valid"] is False

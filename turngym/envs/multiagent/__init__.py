@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 from turngym.envs.multiagent.auction import Auction
+from turngym.envs.multiagent.coop_household import CoopHousehold
 from turngym.envs.multiagent.negotiation import Negotiation
 from turngym.envs.multiagent.pettingzoo_api import AECTextEnv, ParallelTextEnv
 from turngym.envs.multiagent.single_agent import SingleAgentView, multiagent_rollout
 
-GAMES = {"negotiation": Negotiation, "auction": Auction}
+GAMES = {"negotiation": Negotiation, "auction": Auction, "coop_household": CoopHousehold}
 
 
 def parallel_env(game: str, split: str = "train", render_mode: str | None = None, **game_kwargs):

@@ -95,13 +95,14 @@ class TextGame:
 
 
 def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, Any] | None = None,
-               reward: float = 0.0) -> dict[str, Any]:
-    """The StepInfo dict of one agent: the same keys as every single-agent env."""
+               reward: float = 0.0, key: str | None = None) -> dict[str, Any]:
+    """The StepInfo dict of one agent: the same keys as every single-agent env. ``key`` is the
+    state key when the caller already computed it for this step (it is the same for all agents)."""
     fields = dict(fields or {})
     extra = {"agent": agent, **fields.pop("extra", {})}
     components = fields.pop("reward_components", None) or {"reward": reward}
     info = StepInfo(turn=game.turn, task_id=game.task["task_id"], episode_id=episode_id,
-                    state_key=state_key(game.state()),
+                    state_key=key or state_key(game.state()),
                     admissible_actions=game.admissible_actions(agent) if not game.over else None,
                     reward_components=components, extra=extra, **fields)
     if game.over and info.done_reason is None:

@@ -109,6 +109,7 @@ class ParallelTextEnv(_GameEnvMixin, ParallelEnv):
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        key = state_key(self.game.state())
         for a in self.agents:
             outcome = outcomes.get(a)
             text = outcome.observation if outcome else "Waiting for the other players."
@@ -117,7 +118,7 @@ class ParallelTextEnv(_GameEnvMixin, ParallelEnv):
             reward = outcome.reward if outcome else 0.0
             obs[a], rewards[a] = text, float(reward)
             terms[a], truncs[a] = done and not truncated, truncated
-            infos[a] = agent_info(self.game, a, self.episode_id, fields, reward)
+            infos[a] = agent_info(self.game, a, self.episode_id, fields, reward, key)
             self.last_text[a] = text
         if done:
             self.agents = []
@@ -167,6 +168,7 @@ class AECTextEnv(_GameEnvMixin, AECEnv):
         self._pending = {}
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
+        key = state_key(self.game.state())
         for a in self.agents:
             outcome = outcomes.get(a)
             if outcome is None:
@@ -174,7 +176,7 @@ class AECTextEnv(_GameEnvMixin, AECEnv):
             fields = dict(outcome.info)
             fields.setdefault("messages", [{"role": "user", "content": outcome.observation}])
             self.rewards[a] = float(outcome.reward)
-            self.infos[a] = agent_info(self.game, a, self.episode_id, fields, outcome.reward)
+            self.infos[a] = agent_info(self.game, a, self.episode_id, fields, outcome.reward, key)
             self.last_text[a] = outcome.observation
             self.terminations[a] = done and not truncated
             self.truncations[a] = truncated

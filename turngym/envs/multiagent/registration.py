@@ -13,3 +13,6 @@ def register_envs() -> None:
     turngym.register("turngym/Auction-v0", VIEW, kwargs={"game": "auction", "seat": "player_0"},
                      max_episode_steps=30, family="multiagent",
                      description="Sealed-bid auction series against a scripted budgeting opponent")
+    turngym.register("turngym/CoopHousehold-v0", VIEW, kwargs={"game": "coop_household", "seat": "agent_0"},
+                     max_episode_steps=40, family="multiagent",
+                     description="Co-op household as agent_0; a scripted expert partner fetches the other object")
