@@ -1,10 +1,12 @@
 """Steps/s of a trivial env stepped directly vs through EnvPool with each backend.
 
-    python benchmarks/pool_overhead.py [--steps 20000] [--work-ms 0 1]
+    taskset -c 1 python benchmarks/pool_overhead.py [--steps 20000] [--work-ms 0 1]
 
 "Direct" is the loop a user would write without the pool: policy.act on one conversation,
 env.step, keep a Step record. Each pool backend runs the same episodes with the same policy.
-Per-core figures divide by the CPU cores the backend can use (min(workers, cores)).
+Pinned to one core with taskset, the pool's workers share that core with the main process, so
+steps/s is the per-core throughput and a ratio below 1 is the pool's cost. Unpinned, per-core
+figures divide by the cores the backend can use (min(workers, cores)).
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ class BusyEnv(TurnEnv):
         return "start", {}
 
     def _step(self, action):
-        end = time.perf_counter() + self.work_s
-        while time.perf_counter() < end:
+        end = time.thread_time() + self.work_s  # CPU time, so a preempted step still costs work_ms
+        while time.thread_time() < end:
             pass
         done = self.turn >= EPISODE_LEN
         return "ok", float(done), done, False, {"is_success": done}
@@ -95,7 +97,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["inline", "thread", "process", "ray"])
     args = parser.parse_args()
     register()
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))
     rows = []
     for work_ms in args.work_ms:
         steps = args.steps if work_ms == 0 else min(args.steps, 4000)
