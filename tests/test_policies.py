@@ -274,15 +274,26 @@ def test_last_k_history_records_what_the_model_saw(small):
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)
 
 
-def test_real_model_plays_an_episode_end_to_end_without_drift(real):
+def test_real_model_plays_a_household_episode_end_to_end_without_drift(real):
     model, tokenizer = real
-    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=16, seed=0)
-    with turngym.EnvPool(COUNTER, num_envs=2, backend="thread") as pool:
-        trajs = pool.rollout(policy, ["counter-2"], group_size=2, seed=0, max_steps=3)
-    for traj in trajs:
-        assert traj.steps[-1].terminated or traj.steps[-1].truncated
-        assert traj.scorable
-    assert_no_drift(trajs, model, policy.temperature)
+    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=10, seed=0)
+    task = _first_task("turngym/Household-v0")
+    with turngym.EnvPool("turngym/Household-v0", num_envs=1, backend="inline") as pool:
+        traj = pool.rollout(policy, [task], seed=0, max_steps=2)[0]
+    assert traj.scorable and len(traj.steps) >= 1
+    assert traj.steps[-1].terminated or traj.steps[-1].truncated
+    first = tokenizer.decode(traj.steps[0].prompt_ids)
+    assert "Your task is to:" in first and "Admissible actions:" in first
+    assert all(s.action == s.action.strip() and "\n" not in s.action for s in traj.steps)
+    assert_no_drift([traj], model, policy.temperature)
+
+
+def _first_task(env_id: str) -> str:
+    env = turngym.make(env_id)
+    try:
+        return env.unwrapped.task_ids()[0]
+    finally:
+        env.close()
 
 
 # ----- load_policy, eval CLI, basic policies -------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
+    "serve-policy": ("serve a local model as an OpenAI-compatible HTTP API", "turngym.agents.serve"),
 }
 
 

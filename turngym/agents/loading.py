@@ -31,7 +31,8 @@ _HF_KEYS = {"temperature": float, "top_p": float, "top_k": int, "max_new_tokens"
             "include_stop_str": "bool", "batch_size": int, "seed": int, "cache_size": int}
 _HF_LOAD_KEYS = {"device": str, "dtype": str}
 _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
-                "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int}
+                "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int,
+                "logprobs": "bool", "token_ids": "bool"}
 
 
 def load_policy(spec: str, **options: Any):
