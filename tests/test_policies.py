@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from policy_models import cache_env, load_in_cache, smollm2, tiny  # noqa: E402
+from policy_models import cache_env, load_in_cache, register_tool_counter, smollm2, tiny  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.agents import ExpertPolicy, HumanPolicy, RandomPolicy  # noqa: E402
@@ -262,6 +262,20 @@ def test_no_drift_with_tags_and_stop_strings(small):
     assert_no_drift(trajs, model, policy.temperature)
 
 
+def test_tools_announced_on_reset_stay_in_every_prompt(small):
+    model, tokenizer = small
+    env_id = register_tool_counter()
+    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=5, seed=0)
+    with turngym.EnvPool(env_id, num_envs=2, backend="inline") as pool:
+        trajs = pool.rollout(policy, ["counter-1", "counter-2"], seed=0, max_steps=3)
+    for traj in trajs:
+        assert traj.steps[0].info.get("tools") is None or len(traj.steps) == 1  # only reset announces them
+        for step in traj.steps:
+            text = tokenizer.decode(step.prompt_ids)
+            assert '"name": "press"' in text and "Act by calling one of the tools." in text
+    assert_no_drift(trajs, model, policy.temperature)
+
+
 def test_last_k_history_records_what_the_model_saw(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=4, prompt=PromptConfig(history="last_k", history_k=1))
@@ -345,3 +359,18 @@ def test_basic_policies():
     with turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
         trajs = pool.rollout(ExpertPolicy(), ["counter-1", "counter-2"], seed=0)
     assert all(t.success for t in trajs)
+    with pytest.raises(TypeError, match="EnvPool"):
+        ExpertPolicy().act([conv])
+    # tools announced on reset only: later turns still get random calls with schema-valid arguments
+    tools = [{"type": "function", "function": {"name": "press", "parameters": {"type": "object", "properties": {
+        "button": {"type": "string", "enum": ["inc", "dec"]}, "times": {"type": "integer"}}}}}]
+    random_policy = RandomPolicy(seed=1)
+    first = Conversation(messages=[{"role": "user", "content": "Start."}], info={"tools": tools, "episode_id": "e1"})
+    later = Conversation(messages=[{"role": "user", "content": "Start."}], info={"episode_id": "e1"})
+    for text in random_policy.act([first, later]):
+        call = json.loads(text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+        assert call["name"] == "press" and call["arguments"]["button"] in ("inc", "dec")
+        assert isinstance(call["arguments"]["times"], int)
+    with pytest.raises(KeyboardInterrupt):
+        HumanPolicy(input_fn=lambda prompt: (_ for _ in ()).throw(EOFError), print_fn=shown.append).act([first])
+    assert shown[-1].startswith("Tools: press")

@@ -26,6 +26,7 @@ import torch
 
 from turngym.agents.prompts import (
     PromptConfig,
+    ToolMemory,
     build_messages,
     decorate_observation,
     extract_action,
@@ -132,6 +133,7 @@ class HFPolicy:
         self.name = name
         self.cache_size = int(cache_size)
         self._replies: OrderedDict[str, tuple[list[int], bool, list[dict]]] = OrderedDict()
+        self._tools = ToolMemory()
         self.native_tools = "tools" in (tokenizer.chat_template or "")
         eos = getattr(model.generation_config, "eos_token_id", None) if hasattr(model, "generation_config") else None
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -260,15 +262,16 @@ class HFPolicy:
 
     # ----- the policy ---------------------------------------------------------------------------
     def act(self, conversations: list[Conversation]) -> list[Completion]:
-        prompts, contexts = [], []
+        prompts, contexts, all_tools = [], [], []
         for conv in conversations:
-            ids, built = self._prompt(conv)
+            tools = self._tools(conv)
+            ids, built = self._prompt(conv, tools)
             prompts.append(ids)
             contexts.append(built)
+            all_tools.append(tools)
         generations = self.generate(prompts) if prompts else []
         out = []
-        for conv, built, gen in zip(conversations, contexts, generations):
-            tools = conv.info.get("tools") or None
+        for conv, built, gen, tools in zip(conversations, contexts, generations, all_tools):
             action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
             tool_calls = parse_tool_calls(action)[1] if tools else []
             reply = {"role": "assistant", "content": action}
@@ -279,9 +282,8 @@ class HFPolicy:
                                   finish_reason=gen.finish_reason, tool_calls=tool_calls or None))
         return out
 
-    def _prompt(self, conv: Conversation) -> tuple[list[int], list[dict]]:
+    def _prompt(self, conv: Conversation, tools: list[dict] | None) -> tuple[list[int], list[dict]]:
         """Token ids and messages for this turn, extending the previous turn's ids when possible."""
-        tools = conv.info.get("tools") or None
         if self.prompt.history == "full":
             for i in range(len(conv.messages) - 1, -1, -1):
                 if conv.messages[i].get("role") != "assistant":
@@ -302,7 +304,7 @@ class HFPolicy:
                 eos_text = self.tokenizer.decode([ids[-1]]) if ended_eos else ""
                 rest = end[len(eos_text):] if eos_text and end.startswith(eos_text) else end
                 return ids + self.encode_text(rest + full[len(before):]), built
-        built = build_messages(conv, self.prompt)
+        built = build_messages(conv, self.prompt, has_tools=bool(tools))
         return self.encode(built, tools), built
 
     def _remember(self, messages: list[dict], tools, value) -> None:

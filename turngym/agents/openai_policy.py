@@ -22,7 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
-from turngym.agents.prompts import PromptConfig, build_messages, extract_action, tool_calls_to_text
+from turngym.agents.prompts import (
+    PromptConfig,
+    ToolMemory,
+    build_messages,
+    extract_action,
+    tool_calls_to_text,
+)
 from turngym.core.policy import Completion, Conversation
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -77,6 +83,7 @@ class OpenAIPolicy:
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore the key
         # retries are ours (visible, with backoff); the client's own are switched off
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=timeout)
+        self._tools = ToolMemory()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-policy")
 
     # ----- the policy ------------------------------------------------------------------------
@@ -84,7 +91,8 @@ class OpenAIPolicy:
         if not conversations:
             return []
         self.model = self.model or self._first_model()
-        return list(self._pool.map(self._complete, conversations))
+        tools = [self._tools(conv) for conv in conversations]
+        return list(self._pool.map(self._complete, conversations, tools))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
@@ -103,9 +111,8 @@ class OpenAIPolicy:
             body["extra_body"] = {"return_token_ids": True}
         return self._with_retries(lambda: self.client.chat.completions.create(**body))
 
-    def _complete(self, conv: Conversation) -> Completion:
-        tools = conv.info.get("tools") or None
-        response = self.chat(build_messages(conv, self.prompt), tools)
+    def _complete(self, conv: Conversation, tools: list[dict] | None) -> Completion:
+        response = self.chat(build_messages(conv, self.prompt, has_tools=bool(tools)), tools)
         if not response.choices:
             raise OpenAIPolicyError(f"{self.base_url}: the server answered with no choices")
         choice = response.choices[0]
