@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from policy_models import cache_env, load_in_cache, register_tool_counter, smollm2, tiny  # noqa: E402
+from policy_models import cache_env, load_in_cache, one_torch_thread, register_tool_counter, smollm2, tiny  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.agents import ExpertPolicy, HumanPolicy, RandomPolicy  # noqa: E402
@@ -23,6 +23,12 @@ from turngym.agents.scoring import score_completions  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
 
 COUNTER = "turngym-tests/Counter-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +163,20 @@ def test_scoring_with_gradients(small):
     assert torch.allclose(no_grad.logprobs, scores.logprobs.detach(), atol=1e-5)
     with pytest.raises(ValueError, match="rows"):
         score_completions(model, prompts, completions[:1])
+
+
+def test_lora_wrapped_model_generates_and_scores():
+    peft = pytest.importorskip("peft")
+    model, tokenizer = load_in_cache("tiny", device="cpu", seed=3)  # its own copy: peft edits in place
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                      task_type="CAUSAL_LM", init_lora_weights=False))
+    policy = HFPolicy(lora, tokenizer, temperature=1.0, max_new_tokens=6, seed=0)
+    gens = policy.generate([[1, 2, 3], [4, 5, 6, 7, 8]])
+    scores = score_completions(lora, [g.prompt_ids for g in gens], [g.completion_ids for g in gens], with_grad=True)
+    for g, lp in zip(gens, scores.to_lists()[0]):
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(lp), atol=1e-4)
+    (-(scores.logprobs * scores.mask).sum()).backward()
+    assert all(p.grad is not None for n, p in lora.named_parameters() if "lora_" in n)
 
 
 def test_policy_follows_in_place_weight_updates(small):

@@ -18,7 +18,7 @@ pytest.importorskip("openai")
 
 import httpx  # noqa: E402
 import torch  # noqa: E402
-from policy_models import cache_env, smollm2  # noqa: E402
+from policy_models import cache_env, one_torch_thread, smollm2  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.agents.hf import HFPolicy  # noqa: E402
@@ -41,6 +41,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
+
+
 @pytest.fixture(scope="module")
 def real():
     return smollm2()  # converts the GGUF into the test cache the server reads
@@ -49,7 +55,8 @@ def real():
 @pytest.fixture(scope="module")
 def server(real):
     port = _free_port()
-    env = {**os.environ, **cache_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, **cache_env(), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "turngym.cli", "serve-policy", "--model", "smollm2-135m",
                              "--port", str(port), "--api-key", KEY, "--device", "cpu", "--log-level", "warning"],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
