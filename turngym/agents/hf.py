@@ -209,7 +209,8 @@ class HFPolicy:
             do_sample=sample, max_new_tokens=options.max_new_tokens,
             temperature=options.temperature if sample else None,
             top_p=options.top_p if sample and options.top_p < 1 else None,
-            top_k=options.top_k if sample and options.top_k > 0 else None,
+            # top_k=0, not None: None lets transformers' default top-k of 50 cut the distribution
+            top_k=options.top_k if sample else None,
             eos_token_id=sorted(self.eos_ids) or None, pad_token_id=pad,
             stop_strings=list(options.stop) or None, return_dict_in_generate=True)
         stats = _TokenStats(options.temperature)

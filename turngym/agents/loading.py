@@ -14,7 +14,8 @@ Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampl
 (``temperature``, ``top_p``, ``top_k``, ``max_new_tokens``/``max_tokens``, ``stop`` as ``a|b``),
 prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible``,
 ``system_prompt``), ``batch_size``, ``device``, ``dtype`` for ``hf``, and ``model``, ``api_key``,
-``concurrency``, ``max_retries``, ``timeout`` for ``openai``. Values given as text are converted.
+``concurrency``, ``max_retries``, ``timeout``, ``logprobs``, ``token_ids`` for ``openai``. Values given
+as text are converted.
 """
 
 from __future__ import annotations
