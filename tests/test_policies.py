@@ -135,6 +135,19 @@ def test_batched_generation_records_what_scoring_reproduces(small):
         assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(lp), atol=1e-4)
 
 
+def test_sampling_cuts_only_what_was_asked(small):
+    """top_k=0 samples from the whole distribution (transformers would otherwise apply top-k 50)."""
+    model, tokenizer = small
+    prompt = [1, 2, 3]
+    with torch.no_grad():
+        order = model(torch.tensor([prompt])).logits[0, -1].argsort(descending=True).tolist()
+    rank = {tok: r for r, tok in enumerate(order)}
+    for top_k, expect_beyond in ((0, True), (5, False)):
+        policy = HFPolicy(model, tokenizer, temperature=1.0, top_k=top_k, max_new_tokens=1, batch_size=64, seed=0)
+        ranks = [rank[g.completion_ids[0]] for g in policy.generate([prompt] * 64)]
+        assert (max(ranks) >= 50) is expect_beyond
+
+
 def test_first_turn_prompt_is_the_chat_template(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=2)
