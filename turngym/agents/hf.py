@@ -31,7 +31,6 @@ from turngym.agents.prompts import (
     decorate_observation,
     extract_action,
     flatten_tool_messages,
-    parse_tool_calls,
     tools_system_block,
 )
 from turngym.core.policy import Completion, Conversation
@@ -274,13 +273,14 @@ class HFPolicy:
         out = []
         for conv, built, gen, tools in zip(conversations, contexts, generations, all_tools):
             action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
-            tool_calls = parse_tool_calls(action)[1] if tools else []
             reply = {"role": "assistant", "content": action}
             self._remember([*conv.messages, reply], tools,
                            (gen.prompt_ids + gen.completion_ids, gen.ended_with_eos, [*built, reply]))
             out.append(Completion(text=action, prompt_ids=gen.prompt_ids, completion_ids=gen.completion_ids,
                                   logprobs=gen.logprobs, entropies=gen.entropies,
-                                  finish_reason=gen.finish_reason, tool_calls=tool_calls or None))
+                                  finish_reason=gen.finish_reason))
+            # no Completion.tool_calls: the env gets the generated text itself (its parser reads
+            # <tool_call> blocks), so the history holds exactly what the model wrote
         return out
 
     def _prompt(self, conv: Conversation, tools: list[dict] | None) -> tuple[list[int], list[dict]]:
