@@ -14,8 +14,6 @@ import os
 import shutil
 import tempfile
 
-from contract_env import CounterEnv
-
 CACHE_DIR = tempfile.mkdtemp(prefix="turngym-test-models-")
 atexit.register(shutil.rmtree, CACHE_DIR, ignore_errors=True)
 
@@ -81,24 +79,3 @@ def load_in_cache(name: str, **kwargs):
 
     return load_model(name, **kwargs)
 
-
-def register_tool_counter() -> str:
-    """A Counter env that announces a tool on reset (as tools-mode envs do), for policy tests."""
-    import turngym
-
-    env_id = "turngym-tests/ToolCounter-v0"
-    if env_id not in {s.id for s in turngym.list_envs()}:
-        turngym.register(env_id, "policy_models:ToolCounterEnv", max_episode_steps=20,
-                         description="Counter with a `press` tool", family="tests")
-    return env_id
-
-
-class ToolCounterEnv(CounterEnv):
-    def tools(self):
-        return [{"type": "function", "function": {
-            "name": "press", "description": "Press a counter button.",
-            "parameters": {"type": "object", "properties": {
-                "button": {"type": "string", "enum": ["inc", "dec", "submit"]}}, "required": ["button"]}}}]
-
-    def admissible_actions(self):
-        return None

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from policy_models import cache_env, load_in_cache, one_torch_thread, register_tool_counter, smollm2, tiny  # noqa: E402
+from policy_models import cache_env, load_in_cache, one_torch_thread, smollm2, tiny  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.agents import ExpertPolicy, HumanPolicy, RandomPolicy  # noqa: E402
@@ -297,7 +297,7 @@ def test_no_drift_with_tags_and_stop_strings(small):
 
 def test_tools_announced_on_reset_stay_in_every_prompt(small):
     model, tokenizer = small
-    env_id = register_tool_counter()
+    env_id = "turngym-tests/Counter-tools-v0"  # tools mode over the Counter engine (turngym.tools)
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=5, seed=0)
     with turngym.EnvPool(env_id, num_envs=2, backend="inline") as pool:
         trajs = pool.rollout(policy, ["counter-1", "counter-2"], seed=0, max_steps=3)
@@ -305,7 +305,7 @@ def test_tools_announced_on_reset_stay_in_every_prompt(small):
         assert traj.steps[0].info.get("tools") is None or len(traj.steps) == 1  # only reset announces them
         for step in traj.steps:
             text = tokenizer.decode(step.prompt_ids)
-            assert '"name": "press"' in text and "Act by calling one of the tools." in text
+            assert '"name": "submit"' in text and "Act by calling one of the tools." in text
     assert_no_drift(trajs, model, policy.temperature)
 
 

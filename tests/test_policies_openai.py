@@ -147,6 +147,19 @@ def test_episode_through_envpool_records_token_data(server, real):
     policy.close()
 
 
+def test_tools_mode_episode_over_http(server, real):
+    _, tokenizer = real
+    policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=24, token_ids=True)
+    with turngym.EnvPool("turngym-tests/Counter-tools-v0", num_envs=1, backend="inline") as pool:
+        traj = pool.rollout(policy, ["counter-1"], seed=0, max_steps=2)[0]
+    assert traj.scorable and traj.steps
+    for step in traj.steps:  # tools come on reset only; every turn's prompt still declares them
+        assert '"name": "submit"' in tokenizer.decode(step.prompt_ids)
+        if step.action.startswith('{"tool_calls"'):  # a call the server parsed reaches the env as one
+            assert step.info["action_valid"] or step.info["parse_error"]
+    policy.close()
+
+
 def test_clear_errors(server):
     conv = Conversation(messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(OpenAIPolicyError, match="API key was rejected"):
