@@ -178,7 +178,7 @@ def test_scoring_with_gradients(small):
         score_completions(model, prompts, completions[:1])
 
 
-def test_lora_wrapped_model_generates_and_scores():
+def test_lora_wrapped_model_generates_scores_and_saves(tmp_path):
     peft = pytest.importorskip("peft")
     model, tokenizer = load_in_cache("tiny", device="cpu", seed=3)  # its own copy: peft edits in place
     lora = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
@@ -190,6 +190,13 @@ def test_lora_wrapped_model_generates_and_scores():
         assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(lp), atol=1e-4)
     (-(scores.logprobs * scores.mask).sum()).backward()
     assert all(p.grad is not None for n, p in lora.named_parameters() if "lora_" in n)
+    lora.zero_grad(set_to_none=True)
+    save_model(lora, tokenizer, tmp_path / "merged")  # merged into a plain checkpoint; lora stays usable
+    assert any("lora_" in n for n, _ in lora.named_parameters())
+    merged = load_policy(f"hf:{tmp_path / 'merged'}", device="cpu")
+    greedy = HFPolicy(lora, tokenizer, temperature=0, max_new_tokens=5)
+    assert merged.generate([[1, 2, 3]], temperature=0, max_new_tokens=5)[0].completion_ids == \
+        greedy.generate([[1, 2, 3]])[0].completion_ids
 
 
 def test_policy_follows_in_place_weight_updates(small):
