@@ -43,14 +43,20 @@ def is_switch(step) -> bool:
 
 
 def advantages(trajectories: list[Trajectory], values_lo: list[np.ndarray], values_hi: list[np.ndarray],
-               gamma: float = 0.99, lam: float = 0.95) -> dict[str, list[np.ndarray]]:
+               gamma: float = 0.99, lam: float = 0.95, switches: list | None = None) -> dict[str, list[np.ndarray]]:
+    """``switches[i][t]``: whether turn t of trajectory i said SWITCH (default: read from the
+    step's ``switch`` span of its action text, see ``is_switch``; turn 0 always starts a segment)."""
     flat = flatten(trajectories)
     v_lo = np.concatenate([np.asarray(x, dtype=np.float64) for x in values_lo]) if values_lo else np.zeros(0)
     v_hi = np.concatenate([np.asarray(x, dtype=np.float64) for x in values_hi]) if values_hi else np.zeros(0)
     if not (len(v_lo) == len(v_hi) == len(flat.reward)):
         raise ValueError(f"values_lo/values_hi: need {len(flat.reward)} entries each, "
                          f"got {len(v_lo)} and {len(v_hi)}")
-    start = np.array([is_switch(s) for t in trajectories for s in t.steps], dtype=bool)
+    if switches is None:
+        start = np.array([is_switch(s) for t in trajectories for s in t.steps], dtype=bool)
+    else:
+        start = np.concatenate([np.asarray(x, dtype=bool) for x in switches]) if switches else np.zeros(0, bool)
+        start[flat.turn == 0] = True
     n = len(start)
     a_lo, a_hi = np.zeros(n), np.zeros(n)
     for i in range(len(trajectories)):
