@@ -21,7 +21,7 @@ def synthetic_batch(groups: int = 1250, group_size: int = 8, length: int = 10, s
     rng = np.random.default_rng(seed)
     out = []
     for g in range(groups):
-        for m in range(group_size):
+        for _member in range(group_size):
             pos, steps = 0, []
             for t in range(length):
                 move = int(rng.integers(-1, 2))
