@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES: list[str] = []
+FAMILIES: list[str] = ["household"]
 
 
 def register_builtin_envs() -> None:

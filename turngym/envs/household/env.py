@@ -1,0 +1,168 @@
+"""HouseholdEnv: the Gymnasium face of the household engine (one agent, one or two goals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turngym.core.env import TurnEnv
+from turngym.envs.household import generator
+from turngym.envs.household.engine import World, lenient_command, strict_command
+from turngym.envs.household.expert import expert_action
+from turngym.envs.household.tasks import goal_met, goal_progress
+
+AGENT = "agent"
+
+INSTRUCTIONS = """\
+You are an agent in a household. Each turn you read what happened and reply with exactly one \
+command to solve the task given at the start.
+Commands: go to [receptacle], open [receptacle], close [receptacle], take [object] from \
+[receptacle], move [object] to [receptacle] (or: put [object] in/on [receptacle]), heat [object] \
+with [receptacle], cool [object] with [receptacle], clean [object] with [receptacle], use [lamp], \
+slice [object] with [knife], examine [something], inventory, look.
+Names carry their number, e.g. "mug 1", "countertop 2". You can hold one object at a time. \
+Closed receptacles must be opened before you take from or put into them. Heat with a microwave, \
+cool with a fridge, clean with a sinkbasin or bathtubbasin while holding the object.{listing}
+A command that cannot be done answers "Nothing happens." and changes nothing."""
+
+
+class HouseholdEnv(TurnEnv):
+    """ALFWorld-style household text world in pure Python.
+
+    Options: ``kind`` room | easy | house | seq (which games), ``show_admissible`` (list the
+    admissible commands in info), ``list_actions_in_observation`` (also append them to each
+    observation, for small models), ``lenient`` (forgiving parser), ``paraphrase`` (goal text
+    with synonyms), ``reward_scale`` (success reward), ``shaped_reward`` (weight of the progress
+    gain added each step), ``invalid_action_penalty`` (subtracted for an invalid command).
+    """
+
+    default_split = "train"
+
+    def __init__(self, kind: str = "room", show_admissible: bool = True,
+                 list_actions_in_observation: bool = False, lenient: bool = False,
+                 paraphrase: bool = False, reward_scale: float = 1.0, shaped_reward: float = 0.0,
+                 invalid_action_penalty: float = 0.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if kind not in generator.KINDS:
+            raise ValueError(f"kind: unknown {kind!r}; allowed: {list(generator.KINDS)}")
+        if self.split not in generator.SPLITS:
+            raise ValueError(f"split: unknown {self.split!r}; allowed: {list(generator.SPLITS)}")
+        for name, value in (("reward_scale", reward_scale), ("shaped_reward", shaped_reward),
+                            ("invalid_action_penalty", invalid_action_penalty)):
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name}: must be a number >= 0, got {value!r}")
+        self.kind = kind
+        self.show_admissible = show_admissible
+        self.list_actions_in_observation = list_actions_in_observation
+        self.lenient = lenient
+        self.paraphrase = paraphrase
+        self.reward_scale = float(reward_scale)
+        self.shaped_reward = float(shaped_reward)
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.world: World | None = None
+        self.goal_index = 0
+        self.best_progress = 0.0
+
+    # ----- tasks ------------------------------------------------------------------------------------
+    def task_ids(self, split: str | None = None) -> list[str]:
+        return list(generator.task_ids(self.kind, split or self.split))
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        kind, split, rooms, tasks = generator.parse_task_id(task_id)
+        if kind != self.kind:
+            raise ValueError(f"task_id: {task_id!r} is a {kind!r} game; this env plays {self.kind!r} games")
+        return {"task_id": task_id, "split": split, "rooms": [r for r, _ in rooms],
+                "layouts": [i for _, i in rooms], "task_types": tasks}
+
+    # ----- episode ----------------------------------------------------------------------------------
+    def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        game = generator.build_game(task["task_id"])
+        self.world = World(game, (AGENT,))
+        self.goal_index = 0
+        self.best_progress = 0.0
+        obs = f"{self.world.intro()}\n\nYour task is to: {self._goal_texts()[0]}"
+        return self._observe(obs), self._fields(True, None, {"success": 0.0, "shaping": 0.0,
+                                                             "invalid_penalty": 0.0})
+
+    def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        world = self.world
+        command = strict_command(action)
+        if self.lenient and not world.is_admissible(AGENT, command):
+            command = lenient_command(action)
+        obs, valid = world.execute(AGENT, command)
+        goals = world.game.goals
+        success = False
+        if valid:
+            while goal_met(world, goals[self.goal_index]):
+                if self.goal_index + 1 == len(goals):
+                    success = True
+                    break
+                self.goal_index += 1
+                obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+        before = self.best_progress
+        self.best_progress = max(before, self._progress())
+        components = {
+            "success": self.reward_scale if success else 0.0,
+            "shaping": self.shaped_reward * self.reward_scale * (self.best_progress - before),
+            "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty,
+        }
+        fields = self._fields(valid, None if valid else "not an admissible command", components)
+        if success:
+            fields["done_reason"] = "success"
+        return self._observe(obs), sum(components.values()), success, False, fields
+
+    def _progress(self) -> float:
+        goals = self.world.game.goals
+        if self.goal_index == len(goals) - 1 and goal_met(self.world, goals[-1]):
+            return 1.0
+        return (self.goal_index + goal_progress(self.world, goals[self.goal_index])) / len(goals)
+
+    def _goal_texts(self) -> tuple[str, ...]:
+        game = self.world.game
+        return game.paraphrased_texts if self.paraphrase else game.goal_texts
+
+    def _observe(self, obs: str) -> str:
+        if self.list_actions_in_observation:
+            obs += "\n\nAdmissible actions: " + ", ".join(self.world.admissible(AGENT))
+        return obs
+
+    def _fields(self, valid: bool, parse_error: str | None,
+                components: dict[str, float]) -> dict[str, Any]:
+        world = self.world
+        goal = world.game.goals[self.goal_index]
+        return {
+            "state_key": world.key(self.goal_index),
+            "admissible_actions": list(world.admissible(AGENT)) if self.show_admissible else None,
+            "action_valid": valid,
+            "parse_error": parse_error,
+            "progress": self.best_progress,
+            "is_success": self.best_progress >= 1.0,
+            "reward_components": components,
+            "extra": {"task_type": goal.task_type, "goal": self._goal_texts()[self.goal_index],
+                      "goal_index": self.goal_index},
+        }
+
+    # ----- the rest of the contract -----------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        if self.world is None:
+            return {}
+        return {**self.world.state_dict(), "goal_index": self.goal_index}
+
+    def admissible_actions(self) -> list[str] | None:
+        if self.world is None or not self.show_admissible:
+            return None
+        return list(self.world.admissible(AGENT))
+
+    def instructions(self) -> str:
+        listing = ("" if not self.show_admissible else
+                   "\nOnly admissible commands work; the list of them is given each turn.")
+        return INSTRUCTIONS.format(listing=listing)
+
+    def expert_action(self) -> str:
+        if self.world is None:
+            raise RuntimeError("call reset() before expert_action()")
+        return expert_action(self.world, AGENT, self.world.game.goals[self.goal_index])
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._last_observation
+        return None

@@ -1,0 +1,136 @@
+"""The oracle: the next command toward a goal, planned afresh from the current state.
+
+Greedy over subgoals with exact costs: every plan has the shape
+[put away what is in hand] -> [go, open, take an O] -> [go to an appliance, treat it] ->
+[go, open, put it in an R] (or, for the lamp task, go to a lamp and turn it on). Among the
+objects, appliances and receptacles that fit, the planner takes the cheapest combination
+(1 step per go/open/take/treat/put). Because it reads only the current state, it can take over
+from any reachable state: after random play, mid-task, holding the wrong thing.
+"""
+
+from __future__ import annotations
+
+from turngym.envs.household import data
+from turngym.envs.household.engine import World
+from turngym.envs.household.tasks import (
+    LOOK,
+    TREATMENT,
+    TREATMENT_APPLIANCES,
+    TREATMENT_VERB,
+    TWO,
+    Goal,
+    goal_met,
+)
+
+
+def expert_action(world: World, agent: str, goal: Goal) -> str:
+    """The next admissible command for ``agent`` toward ``goal`` (``look`` when it is met)."""
+    if goal_met(world, goal):
+        return "look"
+    game = world.game
+    a = world.agents[agent]
+    loc, held = a.location, a.holding
+    objects = game.by_type.get(goal.obj_type, ())
+
+    if goal.task_type == LOOK:
+        lamps = list(game.by_type.get(goal.rec_type, ()))
+        if held in objects:
+            lamp = min(lamps, key=lambda x: (_dist(loc, world.where[x]), game.order[x]))
+            spot = world.where[lamp]
+            return _go(spot) if loc != spot else f"use {lamp}"
+        if held is not None:
+            return _put_away(world, agent)
+        # cheapest object, counting the walk to the nearest lamp afterwards
+        def look_cost(o: str) -> int:
+            place = world.where[o]
+            return _fetch_cost(world, loc, place) + min(_dist(place, world.where[x]) + 1
+                                                       for x in lamps)
+        return _fetch(world, loc, _cheapest(world, _free(world, objects), look_cost))
+
+    flag = TREATMENT.get(goal.task_type)
+    treated = getattr(world, flag) if flag else None
+    appliances = [r for t in TREATMENT_APPLIANCES.get(flag, ()) for r in game.by_type.get(t, ())]
+    targets = list(game.by_type.get(goal.rec_type, ()))
+    if goal.task_type == TWO:  # finish the receptacle that already has the most
+        def filled(r: str) -> int:
+            return sum(world.where[o] == r for o in objects)
+        targets = [min(targets, key=lambda r: (-filled(r), game.order[r]))]
+        candidates = [o for o in _free(world, objects) if world.where[o] != targets[0]]
+    else:
+        candidates = _free(world, objects)
+
+    def place_cost(start: str | None) -> tuple[int, str]:
+        return min((_dist(start, r) + (not world.accessible(r)) + 1, game.order[r], r)
+                   for r in targets)[::2]
+
+    def treat_cost(start: str | None, obj: str) -> tuple[int, str | None]:
+        if flag is None or obj in treated:
+            return 0, None
+        return min((_dist(start, r) + 1, game.order[r], r) for r in appliances)[::2]
+
+    if held in objects:
+        cost, appliance = treat_cost(loc, held)
+        if appliance is not None:
+            return _go(appliance) if loc != appliance else f"{TREATMENT_VERB[flag]} {held} with {loc}"
+        _, target = place_cost(loc)
+        if loc != target:
+            return _go(target)
+        if not world.accessible(target):
+            return f"open {target}"
+        return f"move {held} to {target}"
+    if held is not None:
+        return _put_away(world, agent)
+
+    def full_cost(o: str) -> int:
+        place = world.where[o]
+        t_cost, appliance = treat_cost(place, o)
+        return _fetch_cost(world, loc, place) + t_cost + place_cost(appliance or place)[0]
+    return _fetch(world, loc, _cheapest(world, candidates, full_cost))
+
+
+def _dist(a: str | None, b: str | None) -> int:
+    return 0 if a == b else 1
+
+
+def _go(rec: str) -> str:
+    return f"go to {rec}"
+
+
+def _free(world: World, objects: tuple[str, ...]) -> list[str]:
+    """Objects lying in receptacles (not in anybody's hand)."""
+    return [o for o in objects if not world.where[o].startswith("@")]
+
+
+def _cheapest(world: World, objects: list[str], cost) -> str | None:
+    if not objects:
+        return None
+    return min(objects, key=lambda o: (cost(o), world.game.order[o]))
+
+
+def _fetch_cost(world: World, loc: str | None, place: str) -> int:
+    return _dist(loc, place) + (not world.accessible(place)) + 1
+
+
+def _fetch(world: World, loc: str | None, obj: str | None) -> str:
+    if obj is None:  # every fitting object is in another agent's hand: wait
+        return "look"
+    place = world.where[obj]
+    if loc != place:
+        return _go(place)
+    if not world.accessible(place):
+        return f"open {place}"
+    return f"take {obj} from {place}"
+
+
+def _put_away(world: World, agent: str) -> str:
+    """Free the hand: put the held object in the cheapest receptacle that takes it."""
+    game = world.game
+    a = world.agents[agent]
+    held_type = game.obj_type[a.holding]
+    spots = [r for r in game.receptacles if held_type in data.ACCEPTS[game.rec_type[r]]]
+    spot = min(spots, key=lambda r: (_dist(a.location, r) + (not world.accessible(r)), game.order[r]))
+    if a.location != spot:
+        return _go(spot)
+    if not world.accessible(spot):
+        return f"open {spot}"
+    return f"move {a.holding} to {spot}"
