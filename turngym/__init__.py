@@ -1,8 +1,24 @@
 """turngym: environments, tools, policies and multi-turn RL trainers for LLM agents."""
 
 from turngym.core import (
-    STEP_INFO_KEYS, Completion, Conversation, EnvPool, EnvSpec, Policy, Step, StepInfo, Trajectory,
-    TurnEnv, UnicodeText, list_envs, make, read_jsonl, register, spec, state_key, write_jsonl,
+    STEP_INFO_KEYS,
+    Completion,
+    Conversation,
+    EnvPool,
+    EnvSpec,
+    Policy,
+    Step,
+    StepInfo,
+    Trajectory,
+    TurnEnv,
+    UnicodeText,
+    list_envs,
+    make,
+    read_jsonl,
+    register,
+    spec,
+    state_key,
+    write_jsonl,
 )
 from turngym.envs import register_builtin_envs
 

@@ -90,8 +90,9 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
              group_size: int = 1, num_envs: int = 4, backend: str = "thread", seed: int = 0,
              out: str | None = None, progress: bool = True):
     """Run a policy on tasks of a split; returns (trajectories, summary dict)."""
-    import turngym
     from tqdm import tqdm
+
+    import turngym
 
     env = _make(env_id)
     split = split or env.split

@@ -78,7 +78,7 @@ class StepInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in STEP_INFO_KEYS}
 
 
 STEP_INFO_KEYS = tuple(f.name for f in dataclasses.fields(StepInfo))

@@ -21,13 +21,14 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_connections
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from turngym.core.policy import Conversation, as_completion
 from turngym.core.records import Step, Trajectory
-from turngym.core.registry import EnvSpec, _REGISTRY, make, register, spec
+from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
 BACKENDS = ("inline", "thread", "process", "ray")
 
@@ -370,7 +371,7 @@ class EnvPool:
                     for slot in waiting:
                         outbox.setdefault(self.slot_host[slot], []).append(("env_side", slot, policy))
                 else:
-                    convs = [Conversation(messages=list(running[s].messages), info=running[s].info,
+                    convs = [Conversation(messages=running[s].messages, info=running[s].info,
                                           env_id=self.env_id) for s in waiting]
                     outs = policy.act(convs)
                     if len(outs) != len(convs):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 

@@ -1,0 +1,138 @@
+import os
+import time
+
+import psutil
+import pytest
+
+import turngym
+from turngym.agents import ExpertPolicy, RandomPolicy
+from turngym.core.policy import Completion
+
+TRAIN = [f"counter-{i}" for i in range(20) if i % 5]
+
+
+@pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+def test_expert_solves_every_task_on_every_backend(backend):
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=3, backend=backend) as pool:
+        trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=2, seed=10)
+    assert len(trajs) == 2 * len(TRAIN)
+    assert all(t.success and t.scorable for t in trajs)
+    # output order: by group (task order), then member
+    assert [t.task_id for t in trajs[::2]] == TRAIN
+    assert [t.trajectory_id.endswith("#0") for t in trajs[::2]] == [True] * len(TRAIN)
+
+
+def test_group_members_share_their_start():
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=4, backend="thread") as pool:
+        trajs = pool.rollout(RandomPolicy(seed=1), TRAIN[:4], group_size=4, seed=0)
+    for g in range(4):
+        group = trajs[4 * g: 4 * g + 4]
+        assert len({t.initial_observation for t in group}) == 1
+        assert len({t.initial_info["state_key"] for t in group}) == 1
+        assert len({t.group_id for t in group}) == 1
+        assert len({t.trajectory_id for t in group}) == 4
+
+
+def test_steps_record_the_state_they_were_taken_in():
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="inline") as pool:
+        (traj,) = pool.rollout(ExpertPolicy(), ["counter-1"])
+    assert traj.steps[0].state_key == traj.initial_info["state_key"]
+    for prev, step in zip(traj.steps, traj.steps[1:]):
+        assert step.state_key == prev.info["state_key"]
+        assert step.observation == prev.info["messages"][-1]["content"]
+
+
+def test_not_lock_step_short_episodes_free_their_slot():
+    # One slow env cannot hold back the others: with 2 slots and episodes of very different
+    # lengths, the pool runs more episodes on one slot than on the other.
+    class Scripted:
+        def __init__(self):
+            self.calls = 0
+
+        def act(self, convs):
+            self.calls += 1
+            return ["submit" if "Target 0" in c.messages[-1]["content"] or len(c.messages) > 12 else "inc"
+                    for c in convs]
+
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=2, backend="inline") as pool:
+        trajs = pool.rollout(Scripted(), TRAIN, group_size=1)
+    assert len(trajs) == len(TRAIN)
+    assert len({t.length for t in trajs}) > 1
+
+
+def test_completion_token_data_lands_in_steps():
+    class TokenPolicy:
+        def act(self, convs):
+            return [Completion(text="submit", prompt_ids=[1, 2, 3], completion_ids=[7, 8],
+                               logprobs=[-0.5, -0.25], entropies=[1.0, 0.5]) for _ in convs]
+
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="inline") as pool:
+        (traj,) = pool.rollout(TokenPolicy(), ["counter-3"])
+    step = traj.steps[0]
+    assert step.completion_ids == [7, 8] and step.logprobs == [-0.5, -0.25]
+    assert step.loss_mask == [1, 1] and step.prompt_ids == [1, 2, 3]
+
+
+@pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+def test_env_that_raises_is_restarted_and_its_episode_unscorable(backend):
+    with turngym.EnvPool("turngym-tests/CrashyCounter-v0", num_envs=2, backend=backend) as pool:
+        trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=1)
+        assert len(trajs) == len(TRAIN)
+        crashed = [t for t in trajs if not t.scorable]
+        assert crashed and all("simulated env crash" in t.metadata["error"] for t in crashed)
+        assert all(t.success for t in trajs if t.scorable)
+        # the pool carries on after crashes
+        again = pool.rollout(ExpertPolicy(), ["counter-6"])  # target 3: only `inc` needed
+        assert again[0].scorable
+
+
+class Killer:
+    """An env-side policy that kills its host process on one task."""
+
+    env_side = True
+
+    def act_in_env(self, env):
+        if env.task["task_id"] == "counter-2":
+            os._exit(1)
+        return env.unwrapped.expert_action()
+
+
+def test_dead_host_process_is_restarted():
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="process") as pool:
+        trajs = pool.rollout(Killer(), ["counter-1", "counter-2", "counter-3"])
+    assert [t.scorable for t in trajs] == [True, False, True]
+    assert "died" in trajs[1].metadata["error"]
+
+
+def test_close_leaves_no_child_process():
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    pool = turngym.EnvPool("turngym-tests/Counter-v0", num_envs=4, backend="process", num_workers=2)
+    pool.rollout(ExpertPolicy(), TRAIN[:4])
+    assert len({p.pid for p in me.children(recursive=True)} - before) >= 2
+    pool.close()
+    pool.close()
+    time.sleep(0.2)
+    assert {p.pid for p in me.children(recursive=True) if p.is_running()} - before == set()
+
+
+def test_ray_backend():
+    pytest.importorskip("ray")
+    import ray
+
+    try:
+        with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=2, backend="ray") as pool:
+            trajs = pool.rollout(ExpertPolicy(), TRAIN[:4], group_size=2)
+        assert all(t.success for t in trajs) and len(trajs) == 8
+    finally:
+        ray.shutdown()
+
+
+def test_bad_arguments_name_the_field():
+    with pytest.raises(ValueError, match="backend"):
+        turngym.EnvPool("turngym-tests/Counter-v0", backend="gpu")
+    with pytest.raises(ValueError, match="num_envs"):
+        turngym.EnvPool("turngym-tests/Counter-v0", num_envs=0)
+    with turngym.EnvPool("turngym-tests/Counter-v0", backend="inline") as pool:
+        with pytest.raises(ValueError, match="group_size"):
+            pool.rollout(ExpertPolicy(), ["counter-1"], group_size=0)

@@ -1,0 +1,64 @@
+import gymnasium as gym
+import pytest
+
+import turngym
+
+
+def test_gymnasium_make_works_after_import():
+    env = gym.make("turngym-tests/Counter-v0")
+    obs, info = env.reset(seed=0)
+    assert isinstance(obs, str) and info["task_id"].startswith("counter-")
+    assert env.spec.max_episode_steps == 20
+    env.close()
+
+
+def test_turngym_make_returns_the_bare_env_with_kwargs_in_spec():
+    env = turngym.make("turngym-tests/Counter-v0", crash_on="zzz")
+    assert env.unwrapped is env
+    assert env.spec.kwargs["crash_on"] == "zzz"
+    assert env.task_ids("test")
+
+
+def test_register_same_spec_twice_is_a_noop_and_conflict_is_an_error():
+    kwargs = dict(description="Counter: the contract test env", family="tests", max_episode_steps=20)
+    turngym.register("turngym-tests/Counter-v0", "contract_env:CounterEnv", **kwargs)
+    with pytest.raises(ValueError, match="already registered"):
+        turngym.register("turngym-tests/Counter-v0", "contract_env:CounterEnv", max_episode_steps=99)
+
+
+def test_unknown_id_is_a_clear_error_with_suggestions():
+    with pytest.raises(ValueError, match="did you mean turngym-tests/Counter-v0"):
+        turngym.make("turngym-tests/Countr-v0")
+
+
+def test_bad_needs_names_the_field():
+    with pytest.raises(ValueError, match="needs"):
+        turngym.register("turngym-tests/Bad-v0", "contract_env:CounterEnv", needs=("gpu",))
+
+
+def test_specs_carry_tags_and_description():
+    s = turngym.spec("turngym-tests/Counter-v0")
+    assert s.tags == {"family": "tests", "modality": "text", "needs": []}
+    assert s.description
+
+
+def test_reset_option_errors_name_the_field():
+    env = turngym.make("turngym-tests/Counter-v0")
+    with pytest.raises(ValueError, match="task_id"):
+        env.reset(options={"task_id": "nope"})
+    with pytest.raises(ValueError, match="split"):
+        env.reset(options={"split": "nope"})
+
+
+def test_state_key_is_stable_across_processes():
+    import subprocess
+    import sys
+
+    state = {"agent": "kitchen", "objects": {"apple 1": ["fridge 1"], "mug 2": None}, "flags": {1, 2}}
+    here = turngym.state_key(state)
+    code = ("import turngym; print(turngym.state_key({'flags': {2, 1}, 'objects': {'mug 2': None, "
+            "'apple 1': ['fridge 1']}, 'agent': 'kitchen'}))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=".").stdout.strip()
+    assert here == other
+    assert turngym.state_key({"a": 1}) != turngym.state_key({"a": 2})
