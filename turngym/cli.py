@@ -12,6 +12,7 @@ from pathlib import Path
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
+    "train": ("train a policy with RL (and SFT) from a YAML/TOML config", "turngym.trainers.cli"),
 }
 
 

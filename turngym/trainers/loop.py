@@ -49,6 +49,7 @@ class Sample:
     completion_ids: list[int]
     old_logprobs: list[float]
     advantages: list[float]          # per completion token
+    loss_mask: list[int] = field(default_factory=list)  # 1 on tokens the loss may use (Step.loss_mask)
     value_targets: tuple[float, float] = (0.0, 0.0)  # (low / turn, high) value head targets
     value_weights: tuple[float, float] = (0.0, 0.0)
 
@@ -237,7 +238,8 @@ def compute_advantages(tr: Trainer, trajectories: list[Trajectory]) -> list[Samp
                         if inside:
                             token_adv[k] = value
             old = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else []
-            sample = Sample(s.prompt_ids, s.completion_ids, old, token_adv)
+            mask = list(s.loss_mask) if len(s.loss_mask) == len(s.completion_ids) else [1] * len(token_adv)
+            sample = Sample(s.prompt_ids, s.completion_ids, old, token_adv, mask)
             if targets is not None:
                 sample.value_targets = tuple(float(x) for x in targets[i][j])
                 sample.value_weights = tuple(float(x) for x in weights[i][j])
@@ -271,7 +273,7 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         order = tr.np_rng.permutation(len(samples))
         for mb_idx in batched(list(order), cfg.minibatch_size):
             minibatch = [samples[k] for k in mb_idx]
-            num_tokens = float(sum(len(s.completion_ids) for s in minibatch))
+            num_tokens = float(max(sum(sum(s.loss_mask) for s in minibatch), 1))
             optimizer.zero_grad(set_to_none=True)
             for micro in batched(minibatch, cfg.micro_batch_size):
                 prompts = [s.prompt_ids for s in micro]
@@ -280,14 +282,16 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
                 width = scores.logprobs.shape[1]
                 old = _pad([s.old_logprobs for s in micro], width, device)
                 adv = _pad([s.advantages for s in micro], width, device)
-                pg, clip_frac = clipped_policy_loss(scores.logprobs, old, adv, scores.mask, num_tokens,
+                # padding and any token the record masks out (e.g. a forced prefix) carry no loss
+                mask = scores.mask * _pad([s.loss_mask for s in micro], width, device)
+                pg, clip_frac = clipped_policy_loss(scores.logprobs, old, adv, mask, num_tokens,
                                                     cfg.clip_low, cfg.clip_high)
                 loss = pg
                 sums["loss/policy"] += pg.item()
                 sums["policy/clip_frac"] += clip_frac.item()
                 if cfg.kl_coef > 0:
                     ref = score(tr, prompts, comps, with_grad=False, reference=True)
-                    kl = kl_to_reference(scores.logprobs, ref.logprobs, scores.mask, num_tokens)
+                    kl = kl_to_reference(scores.logprobs, ref.logprobs, mask, num_tokens)
                     loss = loss + cfg.kl_coef * kl
                     sums["loss/kl"] += kl.item()
                 if tr.value_head is not None:
@@ -327,9 +331,9 @@ def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, float]:
     cfg = tr.cfg.sft
     tasks = [train_ids[i % len(train_ids)] for i in tr.np_rng.permutation(max(cfg.episodes, len(train_ids)))]
     tasks = tasks[:cfg.episodes]
-    expert = pool.rollout(ExpertPolicy(), tasks, group_size=1, seed=tr.cfg.seed + 7919,
-                          max_steps=tr.cfg.env.max_turns)
-    rows = sft_examples(tr.policy, expert)
+    # the expert runs to the env's own turn limit (not RL's max_turns); only its successes are imitated
+    expert = pool.rollout(ExpertPolicy(), tasks, group_size=1, seed=tr.cfg.seed + 7919)
+    rows = sft_examples(tr.policy, [t for t in expert if t.success])
     optimizer = make_optimizer(tr, cfg.lr)
     losses = []
     tr.model.train()
