@@ -7,8 +7,9 @@ tests import it with ``turngym train --env-module trainer_envs``).
 
 from __future__ import annotations
 
-import turngym
 from contract_env import CounterEnv
+
+import turngym
 
 
 class ShapedCounterEnv(CounterEnv):
