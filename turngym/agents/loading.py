@@ -1,4 +1,21 @@
-"""Build a policy from a command-line spec such as ``expert``, ``random``, ``hf:PATH``."""
+"""Build a policy from a command-line spec.
+
+=====================  ==========================================================================
+``expert``             the env's oracle (``ExpertPolicy``)
+``random``             uniform over admissible actions, random words otherwise
+``human``              you, at the terminal
+``hf:smollm2-135m``    the embedded SmolLM2-135M-Instruct (the default for ``hf``; ``hf`` alone works)
+``hf:tiny``            a random-init model of the same architecture (tests)
+``hf:PATH``            any local checkpoint directory (``save_pretrained``) or ``.gguf`` file
+``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1``
+=====================  ==========================================================================
+
+Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampling options
+(``temperature``, ``top_p``, ``top_k``, ``max_new_tokens``/``max_tokens``, ``stop`` as ``a|b``),
+prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible``,
+``system_prompt``), ``batch_size``, ``device``, ``dtype`` for ``hf``, and ``model``, ``api_key``,
+``concurrency``, ``max_retries``, ``timeout`` for ``openai``. Values given as text are converted.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +23,74 @@ from typing import Any
 
 from turngym.agents.basic import ExpertPolicy, HumanPolicy, RandomPolicy
 
-POLICY_KINDS = ("expert", "random", "human", "hf:NAME_OR_PATH", "openai:URL")
+POLICY_KINDS = ("expert", "random", "human", "hf:smollm2-135m", "hf:tiny", "hf:PATH", "openai:URL")
+
+_PROMPT_KEYS = {"action_format": str, "history": str, "history_k": int, "show_admissible": "bool",
+                "system_prompt": str}
+_HF_KEYS = {"temperature": float, "top_p": float, "top_k": int, "max_new_tokens": int, "stop": "list",
+            "include_stop_str": "bool", "batch_size": int, "seed": int, "cache_size": int}
+_HF_LOAD_KEYS = {"device": str, "dtype": str}
+_OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
+                "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int}
 
 
 def load_policy(spec: str, **options: Any):
-    kind, _, arg = spec.partition(":")
+    """A policy for ``spec`` (see the table above); unknown specs or options raise ValueError."""
+    kind, sep, arg = spec.partition(":")
     if kind == "expert":
         return ExpertPolicy()
     if kind == "random":
         return RandomPolicy(seed=int(options.get("seed", 0)))
     if kind == "human":
         return HumanPolicy()
+    if kind == "hf":
+        return load_hf_policy(arg or "smollm2-135m", **options)
+    if kind == "openai":
+        if not arg:
+            raise ValueError("--policy: openai needs a URL, e.g. openai:http://127.0.0.1:8000/v1")
+        from turngym.agents.openai_policy import OpenAIPolicy
+
+        kwargs = _convert(options, {**_OPENAI_KEYS, **_PROMPT_KEYS}, "openai")
+        prompt = _prompt_config({k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS})
+        return OpenAIPolicy(arg, prompt=prompt, **kwargs)
     raise ValueError(f"--policy: unknown {spec!r}; allowed: {', '.join(POLICY_KINDS)}")
+
+
+def load_hf_policy(name_or_path: str = "smollm2-135m", **options: Any):
+    """``HFPolicy`` for a model name or path; options as in the module docstring."""
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+
+    kwargs = _convert(options, {**_HF_KEYS, **_HF_LOAD_KEYS, **_PROMPT_KEYS}, "hf")
+    load_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _HF_LOAD_KEYS}
+    prompt = _prompt_config({k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS})
+    model, tokenizer = load_model(name_or_path, **load_kwargs)
+    return HFPolicy(model, tokenizer, prompt=prompt, name=f"hf:{name_or_path}", **kwargs)
+
+
+def _prompt_config(values: dict[str, Any]):
+    from turngym.agents.prompts import PromptConfig
+
+    return PromptConfig(**values)
+
+
+def _convert(options: dict[str, Any], allowed: dict[str, Any], kind: str) -> dict[str, Any]:
+    options = dict(options)
+    if "max_tokens" in options and "max_new_tokens" in allowed and "max_tokens" not in allowed:
+        options["max_new_tokens"] = options.pop("max_tokens")
+    out = {}
+    for key, value in options.items():
+        if key not in allowed:
+            raise ValueError(f"--model-kwargs: {key!r} is not an option of {kind} policies; "
+                             f"allowed: {', '.join(sorted(allowed))}")
+        convert = allowed[key]
+        try:
+            if convert == "bool":
+                out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+            elif convert == "list":
+                out[key] = list(value) if isinstance(value, (list, tuple)) else [s for s in str(value).split("|") if s]
+            else:
+                out[key] = convert(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"--model-kwargs: {key}={value!r} is not a valid {getattr(convert, '__name__', convert)}") from None
+    return out

@@ -29,6 +29,7 @@ from turngym.envs.household import data
 from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
+NOT_ADMISSIBLE = "not an admissible command"
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
           "cool": ("cool", "hot", data.COOLERS, data.COOLABLE),
           "clean": ("clean", None, data.CLEANERS, data.CLEANABLE)}
@@ -52,12 +53,7 @@ class World:
         self.game = game
         self.agents = {name: Agent(name) for name in agents}
         self.where: dict[str, str] = dict(game.initial_place)  # key order fixed by the game
-        self.contents: dict[str, list[str]] = {r: [] for r in game.receptacles}
-        for obj, rec in self.where.items():
-            self.contents[rec].append(obj)
-        order = game.order.__getitem__
-        for items in self.contents.values():
-            items.sort(key=order)
+        self.contents: dict[str, list[str]] = {r: list(v) for r, v in game.initial_contents.items()}
         self.opened: set[str] = set()
         self.hot: set[str] = set()
         self.cool: set[str] = set()
@@ -210,6 +206,11 @@ class World:
         rooms = _listing([data.ROOM_NAMES[r] for r in game.rooms])
         return f"You are in the middle of a house with {rooms}. " + " ".join(parts)
 
+    def overview(self) -> str:
+        """The intro plus what lies on/in every receptacle one can see into without opening it."""
+        seen = [self.describe(r) for r in self.game.receptacles if self.accessible(r)]
+        return " ".join([self.intro(), *seen])
+
     def look(self, agent: str) -> str:
         loc = self.agents[agent].location
         if loc is None:
@@ -226,8 +227,18 @@ class World:
                 tuple(sorted(self.clean)), tuple(sorted(self.sliced)), tuple(sorted(self.lit)))
 
     def key(self, *extra) -> str:
-        """Stable digest of ``signature()`` (plus ``extra``), the same in every process."""
-        return hashlib.blake2b(repr((self.signature(), extra)).encode(), digest_size=12).hexdigest()
+        """Stable digest of ``signature()`` (plus ``extra``), the same in every process.
+
+        Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
+        on the hot path. Names never contain the separators."""
+        parts = [self.game.task_id, *map(str, extra)]
+        for n, a in sorted(self.agents.items()):
+            parts += (n, a.location or "-", a.holding or "-")
+        parts += self.where.values()
+        for flags in (self.opened, self.hot, self.cool, self.clean, self.sliced, self.lit):
+            parts.append("|")
+            parts += sorted(flags)
+        return hashlib.blake2b(";".join(parts).encode(), digest_size=12).hexdigest()
 
     def state_dict(self) -> dict:
         return {"agents": {n: {"location": a.location, "holding": a.holding}

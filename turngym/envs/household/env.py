@@ -6,9 +6,9 @@ from typing import Any
 
 from turngym.core.env import TurnEnv
 from turngym.envs.household import generator
-from turngym.envs.household.engine import World, lenient_command, strict_command
+from turngym.envs.household.engine import NOT_ADMISSIBLE, World, lenient_command, strict_command
 from turngym.envs.household.expert import expert_action
-from turngym.envs.household.tasks import goal_met, goal_progress
+from turngym.envs.household.tasks import goal_progress
 
 AGENT = "agent"
 
@@ -32,7 +32,8 @@ class HouseholdEnv(TurnEnv):
     admissible commands in info), ``list_actions_in_observation`` (also append them to each
     observation, for small models), ``lenient`` (forgiving parser), ``paraphrase`` (goal text
     with synonyms), ``reward_scale`` (success reward), ``shaped_reward`` (weight of the progress
-    gain added each step), ``invalid_action_penalty`` (subtracted for an invalid command).
+    gain added each step), ``invalid_action_penalty`` (subtracted for an invalid command),
+    ``reveal_contents`` (the first observation also says what lies on each open receptacle).
     """
 
     default_split = "train"
@@ -40,7 +41,7 @@ class HouseholdEnv(TurnEnv):
     def __init__(self, kind: str = "room", show_admissible: bool = True,
                  list_actions_in_observation: bool = False, lenient: bool = False,
                  paraphrase: bool = False, reward_scale: float = 1.0, shaped_reward: float = 0.0,
-                 invalid_action_penalty: float = 0.0, **kwargs: Any):
+                 invalid_action_penalty: float = 0.0, reveal_contents: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         if kind not in generator.KINDS:
             raise ValueError(f"kind: unknown {kind!r}; allowed: {list(generator.KINDS)}")
@@ -59,8 +60,11 @@ class HouseholdEnv(TurnEnv):
         self.shaped_reward = float(shaped_reward)
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.world: World | None = None
+        self.reveal_contents = reveal_contents
         self.goal_index = 0
-        self.best_progress = 0.0
+        self.progress = 0.0  # share of subgoals done now
+        self.best_progress = 0.0  # the most so far: shaping pays each gain once
+        self.key = ""
 
     # ----- tasks ------------------------------------------------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
@@ -78,8 +82,10 @@ class HouseholdEnv(TurnEnv):
         game = generator.build_game(task["task_id"])
         self.world = World(game, (AGENT,))
         self.goal_index = 0
-        self.best_progress = 0.0
-        obs = f"{self.world.intro()}\n\nYour task is to: {self._goal_texts()[0]}"
+        self.progress = self.best_progress = 0.0
+        self.key = self.world.key(0)
+        intro = self.world.overview() if self.reveal_contents else self.world.intro()
+        obs = f"{intro}\n\nYour task is to: {self._goal_texts()[0]}"
         return self._observe(obs), self._fields(True, None, {"success": 0.0, "shaping": 0.0,
                                                              "invalid_penalty": 0.0})
 
@@ -89,32 +95,28 @@ class HouseholdEnv(TurnEnv):
         if self.lenient and not world.is_admissible(AGENT, command):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)
-        goals = world.game.goals
         success = False
-        if valid:
-            while goal_met(world, goals[self.goal_index]):
-                if self.goal_index + 1 == len(goals):
-                    success = True
-                    break
+        if valid:  # an invalid command changed nothing: key and progress stay as they were
+            goals = world.game.goals
+            done = goal_progress(world, goals[self.goal_index])
+            while done >= 1.0 and self.goal_index + 1 < len(goals):
                 self.goal_index += 1
                 obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+                done = goal_progress(world, goals[self.goal_index])
+            success = done >= 1.0
+            self.progress = (self.goal_index + done) / len(goals)
+            self.key = world.key(self.goal_index)
         before = self.best_progress
-        self.best_progress = max(before, self._progress())
+        self.best_progress = max(before, self.progress)
         components = {
             "success": self.reward_scale if success else 0.0,
             "shaping": self.shaped_reward * self.reward_scale * (self.best_progress - before),
             "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty,
         }
-        fields = self._fields(valid, None if valid else "not an admissible command", components)
+        fields = self._fields(valid, None if valid else NOT_ADMISSIBLE, components)
         if success:
             fields["done_reason"] = "success"
         return self._observe(obs), sum(components.values()), success, False, fields
-
-    def _progress(self) -> float:
-        goals = self.world.game.goals
-        if self.goal_index == len(goals) - 1 and goal_met(self.world, goals[-1]):
-            return 1.0
-        return (self.goal_index + goal_progress(self.world, goals[self.goal_index])) / len(goals)
 
     def _goal_texts(self) -> tuple[str, ...]:
         game = self.world.game
@@ -130,12 +132,12 @@ class HouseholdEnv(TurnEnv):
         world = self.world
         goal = world.game.goals[self.goal_index]
         return {
-            "state_key": world.key(self.goal_index),
+            "state_key": self.key,
             "admissible_actions": list(world.admissible(AGENT)) if self.show_admissible else None,
             "action_valid": valid,
             "parse_error": parse_error,
-            "progress": self.best_progress,
-            "is_success": self.best_progress >= 1.0,
+            "progress": self.progress,
+            "is_success": self.progress >= 1.0,
             "reward_components": components,
             "extra": {"task_type": goal.task_type, "goal": self._goal_texts()[self.goal_index],
                       "goal_index": self.goal_index},

@@ -58,6 +58,7 @@ class Game:
     by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> objects/receptacles
     goto: dict[str | None, list[str]] = field(default_factory=dict)  # location -> "go to" commands
     admissible_cache: dict = field(default_factory=dict)  # state of a location -> (list, set)
+    initial_contents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # rec -> objects
 
     def __post_init__(self) -> None:
         names = sorted([*self.receptacles, *self.obj_type], key=_natural)
@@ -66,6 +67,11 @@ class Game:
         for n in names:
             by_type.setdefault(self.rec_type.get(n) or self.obj_type[n], []).append(n)
         self.by_type = {t: tuple(v) for t, v in by_type.items()}
+        contents: dict[str, list[str]] = {r: [] for r in self.receptacles}
+        for obj, rec in self.initial_place.items():
+            contents[rec].append(obj)
+        self.initial_contents = {r: tuple(sorted(v, key=self.order.__getitem__))
+                                 for r, v in contents.items()}
         every = [f"go to {r}" for r in self.receptacles]
         self.goto = {None: every}
         for r in self.receptacles:

@@ -1,0 +1,329 @@
+"""HFPolicy: a local transformers model as a batched policy that records what training needs.
+
+Each completion carries the exact token ids the model was conditioned on (``prompt_ids``) and
+produced (``completion_ids``), with per-token log-probs and entropies taken from the same
+logits that were sampled from. ``turngym.agents.scoring.score_completions`` scores those ids
+the same way, so a trainer's ratio pi_new/pi_old starts at 1.
+
+No re-rendering drift across turns: with ``history="full"`` (the default), the prompt of turn
+t+1 is the prompt of turn t, then the completion ids of turn t token for token, then the
+chat template's end-of-turn text and the new observation. The policy remembers each reply's
+ids keyed by the conversation text up to that reply, so it never re-tokenizes what the model
+generated (re-tokenizing decoded text can give different ids). History modes that drop turns
+(``last_k``, ``summary``) re-render; the recorded ids are still exactly what the model saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from turngym.agents.prompts import (
+    PromptConfig,
+    build_messages,
+    decorate_observation,
+    extract_action,
+    flatten_tool_messages,
+    parse_tool_calls,
+    tools_system_block,
+)
+from turngym.core.policy import Completion, Conversation
+
+_SENTINEL = "\u2063TURNGYM-SENTINEL\u2063"
+
+
+@dataclass
+class Generation:
+    """One generated reply with its token-level record."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    entropies: list[float]
+    text: str
+    finish_reason: str            # "stop" (end-of-turn token or stop string) or "length"
+    ended_with_eos: bool = False
+
+
+@dataclass
+class SamplingOptions:
+    temperature: float = 1.0      # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = 0                # 0: no top-k cut
+    max_new_tokens: int = 128
+    stop: list[str] = field(default_factory=list)
+    include_stop_str: bool = False  # keep the stop string at the end of ``text`` (ids always keep it)
+
+
+class _TokenStats:
+    """A logits processor that records log-prob and entropy of each sampled token.
+
+    transformers runs user processors before the temperature/top-k/top-p warpers, so ``scores``
+    here are the raw logits. The log-prob of the token chosen at step t is read at step t+1
+    (when it appears in ``input_ids``), keeping one ``[B, V]`` buffer instead of all logits.
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.logprobs: list[torch.Tensor] = []
+        self.entropies: list[torch.Tensor] = []
+        self._previous: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._previous is not None:
+            self._take(input_ids[:, -1])
+        log_probs = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        self.entropies.append(-(log_probs.exp() * log_probs).sum(-1))
+        self._previous = log_probs
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        self.logprobs.append(self._previous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
+        self._previous = None
+
+    def finish(self, last_tokens: torch.Tensor) -> None:
+        if self._previous is not None:
+            self._take(last_tokens)
+
+
+class HFPolicy:
+    """A transformers causal LM as a turngym policy.
+
+    Build it from loaded objects (the trainer updates ``model`` in place and keeps generating
+    with the same policy) or by name through ``turngym.agents.loading.load_policy("hf:...")``.
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (with a chat template).
+        temperature, top_p, top_k, max_new_tokens, stop: sampling options (``temperature=0``
+            is greedy). Log-probs are recorded for ``softmax(logits / temperature)``.
+        prompt: a ``PromptConfig`` (system prompts, action format, history).
+        batch_size: most conversations per ``generate`` call.
+        seed: seeds torch's RNG once, here, so a run's samples repeat.
+        cache_size: replies remembered for drift-free multi-turn prompts.
+    """
+
+    def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                 max_new_tokens: int = 128, stop: Sequence[str] = (), include_stop_str: bool = False,
+                 prompt: PromptConfig | None = None, batch_size: int = 16, seed: int | None = None,
+                 cache_size: int = 4096, name: str = "hf"):
+        if temperature < 0:
+            raise ValueError(f"temperature: must be >= 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p: must be in (0, 1], got {top_p}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens: must be >= 1, got {max_new_tokens}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("tokenizer: has no chat_template; HFPolicy needs a chat model")
+        self.model, self.tokenizer = model, tokenizer
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.sampling = SamplingOptions(float(temperature), float(top_p), int(top_k), int(max_new_tokens),
+                                        list(stop), bool(include_stop_str))
+        self.prompt = prompt or PromptConfig()
+        self.batch_size = int(batch_size)
+        self.name = name
+        self.cache_size = int(cache_size)
+        self._replies: OrderedDict[str, tuple[list[int], bool, list[dict]]] = OrderedDict()
+        self.native_tools = "tools" in (tokenizer.chat_template or "")
+        eos = getattr(model.generation_config, "eos_token_id", None) if hasattr(model, "generation_config") else None
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(tokenizer.eos_token_id)
+        self.eos_ids = eos_ids
+        self._turn_end = self._assistant_turn_end()
+        if seed is not None:
+            torch.manual_seed(int(seed))
+
+    @property
+    def temperature(self) -> float:
+        """The temperature log-probs were recorded at (1.0 for greedy): pass it to score_completions."""
+        return self.sampling.temperature if self.sampling.temperature > 0 else 1.0
+
+    # ----- chat template ---------------------------------------------------------------------
+    def render(self, messages: list[dict[str, Any]], tools: list[dict] | None = None,
+               add_generation_prompt: bool = True) -> str:
+        """Chat-template text for ``messages`` (tools through the template, or a system block)."""
+        if tools and self.native_tools:
+            return self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
+                                                      add_generation_prompt=add_generation_prompt)
+        messages = flatten_tool_messages(messages)
+        if tools:
+            block = tools_system_block(tools)
+            if messages and messages[0]["role"] == "system":
+                messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{block}".strip()}
+            else:
+                messages.insert(0, {"role": "system", "content": block})
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+
+    def encode_text(self, text: str) -> list[int]:
+        # The template already wrote every special token; adding BOS/EOS here would double them.
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> list[int]:
+        return self.encode_text(self.render(messages, tools))
+
+    def _assistant_turn_end(self) -> str:
+        """The text a template writes after an assistant message's content (ChatML: '<|im_end|>\\n')."""
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": _SENTINEL}]
+        try:
+            text = self.tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=False)
+        except Exception:
+            return ""
+        return text[text.index(_SENTINEL) + len(_SENTINEL):] if _SENTINEL in text else ""
+
+    # ----- generation --------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], **overrides: Any) -> list[Generation]:
+        """Sample one reply per prompt (token id lists); ``overrides`` replace sampling options."""
+        options = SamplingOptions(**{**self.sampling.__dict__, **overrides})
+        out: list[Generation] = []
+        for start in range(0, len(prompts), self.batch_size):
+            out.extend(self._generate_batch(prompts[start:start + self.batch_size], options))
+        return out
+
+    def _generate_batch(self, prompts: list[list[int]], options: SamplingOptions) -> list[Generation]:
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attention[i, width - len(p):] = 1
+        sample = options.temperature > 0
+        config = GenerationConfig(
+            do_sample=sample, max_new_tokens=options.max_new_tokens,
+            temperature=options.temperature if sample else None,
+            top_p=options.top_p if sample and options.top_p < 1 else None,
+            top_k=options.top_k if sample and options.top_k > 0 else None,
+            eos_token_id=sorted(self.eos_ids) or None, pad_token_id=pad,
+            stop_strings=list(options.stop) or None, return_dict_in_generate=True)
+        stats = _TokenStats(options.temperature)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            result = self.model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config,
+                logits_processor=LogitsProcessorList([stats]),
+                tokenizer=self.tokenizer if options.stop else None)
+        finally:
+            if was_training:
+                self.model.train()
+        new_tokens = result.sequences[:, width:]
+        if new_tokens.shape[1]:
+            stats.finish(new_tokens[:, -1])
+        logprobs = torch.stack(stats.logprobs, 1).cpu().tolist() if stats.logprobs else [[]] * len(prompts)
+        entropies = torch.stack(stats.entropies, 1).cpu().tolist() if stats.entropies else [[]] * len(prompts)
+        rows = new_tokens.cpu().tolist()
+        return [self._finish_row(p, row, lp, ent, options)
+                for p, row, lp, ent in zip(prompts, rows, logprobs, entropies)]
+
+    def _finish_row(self, prompt: list[int], tokens: list[int], logprobs: list[float],
+                    entropies: list[float], options: SamplingOptions) -> Generation:
+        """Cut a generated row where its turn ended: after the first end token or stop string."""
+        cut, finish, ended_eos = len(tokens), "length", False
+        for i, tok in enumerate(tokens):
+            if tok in self.eos_ids:
+                cut, finish, ended_eos = i + 1, "stop", True
+                break
+        decode = self._decode
+        text = decode(tokens[:cut])
+        hit = _first_stop(text, options.stop)
+        if hit is not None:
+            # the fewest tokens whose text contains the stop string (the text grows with the prefix)
+            lo, hi = 1, cut
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if _first_stop(decode(tokens[:mid]), options.stop) is not None:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            cut, finish, ended_eos = lo, "stop", False
+            position, stop = hit
+            text = text[:position + (len(stop) if options.include_stop_str else 0)]
+        return Generation(list(prompt), tokens[:cut], logprobs[:cut], entropies[:cut], text, finish, ended_eos)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ----- the policy ---------------------------------------------------------------------------
+    def act(self, conversations: list[Conversation]) -> list[Completion]:
+        prompts, contexts = [], []
+        for conv in conversations:
+            ids, built = self._prompt(conv)
+            prompts.append(ids)
+            contexts.append(built)
+        generations = self.generate(prompts) if prompts else []
+        out = []
+        for conv, built, gen in zip(conversations, contexts, generations):
+            tools = conv.info.get("tools") or None
+            action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
+            tool_calls = parse_tool_calls(action)[1] if tools else []
+            reply = {"role": "assistant", "content": action}
+            self._remember([*conv.messages, reply], tools,
+                           (gen.prompt_ids + gen.completion_ids, gen.ended_with_eos, [*built, reply]))
+            out.append(Completion(text=action, prompt_ids=gen.prompt_ids, completion_ids=gen.completion_ids,
+                                  logprobs=gen.logprobs, entropies=gen.entropies,
+                                  finish_reason=gen.finish_reason, tool_calls=tool_calls or None))
+        return out
+
+    def _prompt(self, conv: Conversation) -> tuple[list[int], list[dict]]:
+        """Token ids and messages for this turn, extending the previous turn's ids when possible."""
+        tools = conv.info.get("tools") or None
+        if self.prompt.history == "full":
+            for i in range(len(conv.messages) - 1, -1, -1):
+                if conv.messages[i].get("role") != "assistant":
+                    continue
+                hit = self._replies.get(_key(conv.messages[:i + 1], tools))
+                if hit is None:
+                    break
+                ids, ended_eos, built_before = hit
+                new = [dict(m) for m in conv.messages[i + 1:]]
+                if new:
+                    new[-1] = decorate_observation(new[-1], conv.info, self.prompt)
+                built = [*built_before, *new]
+                before = self.render(built_before, tools, add_generation_prompt=False)
+                full = self.render(built, tools, add_generation_prompt=True)
+                if not full.startswith(before):
+                    break  # a template that rewrites history: fall back to a fresh render
+                end = self._turn_end
+                eos_text = self.tokenizer.decode([ids[-1]]) if ended_eos else ""
+                rest = end[len(eos_text):] if eos_text and end.startswith(eos_text) else end
+                return ids + self.encode_text(rest + full[len(before):]), built
+        built = build_messages(conv, self.prompt)
+        return self.encode(built, tools), built
+
+    def _remember(self, messages: list[dict], tools, value) -> None:
+        if self.prompt.history != "full" or self.cache_size <= 0:
+            return
+        key = _key(messages, tools)
+        self._replies[key] = value
+        self._replies.move_to_end(key)
+        while len(self._replies) > self.cache_size:
+            self._replies.popitem(last=False)
+
+    def reset_history(self) -> None:
+        """Forget remembered replies (e.g. between evaluation runs)."""
+        self._replies.clear()
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    return min(found) if found else None
+
+
+def _key(messages: list[dict], tools) -> str:
+    blob = json.dumps([messages, tools], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()

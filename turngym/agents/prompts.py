@@ -1,0 +1,221 @@
+"""Conversation building: what a model is shown each turn, and how its reply becomes an action.
+
+An env gives the chat so far (``Conversation.messages``: its system prompt with the task
+instructions, then observations and the agent's replies) and the latest StepInfo. A
+``PromptConfig`` decides:
+
+- the system prompt: the env's instructions, an optional per-env addition (``env_prompts``,
+  keyed by env id or family prefix), and the action format;
+- the action format: ``plain`` (reply with one action) or ``tags`` (think inside
+  ``<think>...</think>``, then the action inside ``<action>...</action>``; only the action is
+  sent to the env);
+- whether the admissible actions are listed under the latest observation;
+- the history: ``full`` (everything), ``last_k`` (the task statement plus the last k turns), or
+  ``summary`` (the task statement, a one-line-per-turn summary of older turns, the last k turns).
+
+Tool specs (``info["tools"]``) go to the model through the chat template when it supports
+tools, otherwise as a block in the system prompt asking for Hermes-style
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` replies; ``parse_tool_calls``
+reads those back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from turngym.core.policy import Conversation
+
+ACTION_FORMATS = ("plain", "tags")
+HISTORY_MODES = ("full", "last_k", "summary")
+
+_FORMAT_TEXT = {
+    "plain": "Reply with exactly one action and nothing else.",
+    "tags": "First think briefly inside <think>...</think>. Then give exactly one action inside "
+            "<action>...</action>.",
+}
+
+
+@dataclass
+class PromptConfig:
+    """How conversations are shown to a model. Every field has a working default."""
+
+    action_format: str = "plain"
+    history: str = "full"
+    history_k: int = 4              # turns kept verbatim by last_k and summary
+    show_admissible: bool = True    # list info["admissible_actions"] under the latest observation
+    system_prompt: str | None = None          # replaces the env's instructions when set
+    env_prompts: dict[str, str] = field(default_factory=dict)  # env id or prefix -> extra system text
+
+    def __post_init__(self):
+        if self.action_format not in ACTION_FORMATS:
+            raise ValueError(f"action_format: {self.action_format!r}; allowed: {', '.join(ACTION_FORMATS)}")
+        if self.history not in HISTORY_MODES:
+            raise ValueError(f"history: {self.history!r}; allowed: {', '.join(HISTORY_MODES)}")
+        if int(self.history_k) < 0:
+            raise ValueError(f"history_k: must be >= 0, got {self.history_k}")
+        self.history_k = int(self.history_k)
+
+
+def system_text(conv: Conversation, config: PromptConfig, has_tools: bool = False) -> str:
+    """The system prompt for one conversation: instructions + per-env text + action format."""
+    env_system = next((m.get("content") or "" for m in conv.messages[:1] if m.get("role") == "system"), "")
+    parts = [config.system_prompt if config.system_prompt is not None else env_system]
+    extra = _env_prompt(conv.env_id, config.env_prompts)
+    if extra:
+        parts.append(extra)
+    if has_tools:
+        parts.append("Act by calling one of the tools.")
+    else:
+        parts.append(_FORMAT_TEXT[config.action_format])
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def _env_prompt(env_id: str, prompts: dict[str, str]) -> str:
+    if env_id in prompts:
+        return prompts[env_id]
+    # the longest matching prefix, so "turngym/Household" covers every household preset
+    matches = [k for k in prompts if env_id.startswith(k)]
+    return prompts[max(matches, key=len)] if matches else ""
+
+
+def decorate_observation(message: dict[str, Any], info: dict[str, Any], config: PromptConfig) -> dict[str, Any]:
+    """The latest observation message, with the admissible actions listed when configured."""
+    actions = info.get("admissible_actions")
+    if not (config.show_admissible and actions and message.get("role") in ("user", "tool")):
+        return dict(message)
+    listing = "\n".join(f"- {a}" for a in actions)
+    return {**message, "content": f"{message.get('content') or ''}\n\nAdmissible actions:\n{listing}"}
+
+
+def build_messages(conv: Conversation, config: PromptConfig) -> list[dict[str, Any]]:
+    """The chat a model sees this turn (system prompt, history per ``config.history``)."""
+    body = [dict(m) for m in conv.messages if m.get("role") != "system"]
+    has_tools = bool(conv.info.get("tools"))
+    system = {"role": "system", "content": system_text(conv, config, has_tools)}
+    if body:
+        body[-1] = decorate_observation(body[-1], conv.info, config)
+    if config.history == "full":
+        return [system, *body]
+    first_reply = next((i for i, m in enumerate(body) if m.get("role") == "assistant"), len(body))
+    head, turns = body[:first_reply], _split_turns(body[first_reply:])
+    kept = turns[len(turns) - config.history_k:] if config.history_k else []
+    dropped = turns[:len(turns) - len(kept)]
+    if config.history == "summary" and dropped:
+        lines = [f"{i + 1}. {_one_line(t[0].get('content'))} -> {_one_line(_turn_result(t))}"
+                 for i, t in enumerate(dropped)]
+        summary = "Earlier turns (action -> result):\n" + "\n".join(lines)
+        if head:
+            head = [*head[:-1], {**head[-1], "content": f"{head[-1].get('content') or ''}\n\n{summary}"}]
+        else:
+            head = [{"role": "user", "content": summary}]
+    return [system, *head, *(m for t in kept for m in t)]
+
+
+def _split_turns(messages: list[dict]) -> list[list[dict]]:
+    """Group an assistant reply with the env messages that answer it."""
+    turns: list[list[dict]] = []
+    for m in messages:
+        if m.get("role") == "assistant" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return turns
+
+
+def _turn_result(turn: list[dict]) -> str:
+    return " ".join(str(m.get("content") or "") for m in turn[1:])
+
+
+def _one_line(text: Any, limit: int = 80) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# ----- replies -> actions --------------------------------------------------------------------
+
+_ACTION_TAG = re.compile(r"<action>(.*?)(?:</action>|$)", re.S)
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+def extract_action(text: str, config: PromptConfig, has_tools: bool = False) -> str:
+    """The action to send to the env from a model reply.
+
+    ``tags``: the last ``<action>`` block (the whole reply when there is none, so the env can say
+    what was wrong). ``plain``: the reply stripped, its first non-empty line (tool calls are
+    kept whole: they may span lines).
+    """
+    if has_tools and "<tool_call>" in text:
+        return text.strip()
+    if config.action_format == "tags":
+        found = _ACTION_TAG.findall(text)
+        return found[-1].strip() if found else text.strip()
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def tools_system_block(tools: list[dict]) -> str:
+    """Tool specs as system-prompt text, for chat templates that do not take ``tools``."""
+    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return ("You can call these tools:\n<tools>\n" + specs + "\n</tools>\n"
+            "To call a tool, reply with <tool_call>{\"name\": \"TOOL_NAME\", \"arguments\": {...}}</tool_call>.")
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Split a reply into (content without tool calls, OpenAI-shaped tool calls).
+
+    Blocks whose JSON does not parse, or has no ``name``, stay in the content untouched.
+    """
+    calls, keep = [], text
+    for match in _TOOL_CALL.finditer(text):
+        try:
+            data = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        arguments = data.get("arguments", data.get("parameters", {}))
+        calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                      "function": {"name": data["name"],
+                                   "arguments": arguments if isinstance(arguments, str)
+                                   else json.dumps(arguments, ensure_ascii=False)}})
+        keep = keep.replace(match.group(0), "", 1)
+    return keep.strip(), calls
+
+
+def tool_calls_to_text(tool_calls: list[dict[str, Any]]) -> str:
+    """OpenAI-shaped tool calls as Hermes ``<tool_call>`` text (what text-mode envs and templates read)."""
+    blocks = []
+    for call in tool_calls:
+        fn = call.get("function", call)
+        arguments = fn.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                pass
+        blocks.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": arguments},
+                                                 ensure_ascii=False) + "</tool_call>")
+    return "\n".join(blocks)
+
+
+def flatten_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages a plain-text chat template can render: assistant tool calls as text, no None content."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            text = tool_calls_to_text(m.pop("tool_calls"))
+            m["content"] = f"{m.get('content') or ''}\n{text}".strip()
+        if not isinstance(m.get("content"), str):
+            content = m.get("content")
+            if isinstance(content, list):  # OpenAI content parts: keep the text ones
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            m["content"] = "" if content is None else str(content)
+        out.append({k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")})
+    return out
