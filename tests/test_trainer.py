@@ -243,3 +243,27 @@ def test_cli_train_errors_name_the_field(tmp_path):
     out = subprocess.run([sys.executable, "-m", "turngym", "train", "--dry-run", "rl.estimator=hgpo"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "estimator: hgpo" in out.stdout
+
+
+def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
+    """A remote server (vLLM, any OpenAI-compatible API) may return text only: the trainer
+    re-tokenizes the replies with its own chat template and recomputes the old log-probs."""
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+    from turngym.trainers.loop import train
+
+    model, tokenizer = load_model("tiny", seed=1)
+    server = HFPolicy(model, tokenizer, max_new_tokens=4)
+
+    class TextOnly:
+        def act(self, conversations):
+            return [c.text for c in server.act(conversations)]
+
+    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "checkpoint_every=0",
+                  "tensorboard=false")
+    train(cfg, log=lambda _: None, rollout_policy=TextOnly())
+    row = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")[-1]
+    assert row["policy/retokenized_steps"] > 0 and row["policy/completion_tokens"] > 0
+    assert np.isfinite(row["loss/policy"]) and row["policy/grad_norm"] > 0
+    step = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")[0].steps[0]
+    assert step.prompt_ids and step.completion_ids[-1] == tokenizer.eos_token_id and not step.logprobs

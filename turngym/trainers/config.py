@@ -66,6 +66,14 @@ class GenerationConfig:
     temperature: float = doc("sampling temperature for training rollouts", minimum=0, default=1.0)
     top_p: float = doc("nucleus sampling for training rollouts", minimum=0, default=1.0)
     eval_temperature: float = doc("temperature for evaluation (0: greedy)", minimum=0, default=0.0)
+    server_url: str | None = doc("generate training rollouts on an OpenAI-compatible server (vLLM, "
+                                 "`turngym serve-policy`) at this URL instead of in-process; the trainer "
+                                 "re-tokenizes the replies and recomputes their log-probs", default=None)
+    server_model: str | None = doc("model name on the server (None: the first it lists)", default=None)
+    server_sync: str = doc("how the server gets new weights after each update: 'none' (you reload it), "
+                           "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
+                           "/v1/load_lora_adapter; needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)",
+                           choices=("none", "vllm_lora"), default="none")
 
 
 @dataclass

@@ -37,7 +37,7 @@ from turngym.trainers.advantages import CRITIC_ESTIMATORS, ESTIMATORS, empg
 from turngym.trainers.config import TrainConfig, dump_yaml
 from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss
 from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics
-from turngym.trainers.rollout import collect, sft_examples, token_offsets
+from turngym.trainers.rollout import attach_tokens, collect, sft_examples, token_offsets
 from turngym.trainers.spans import token_span_mask
 
 
@@ -62,6 +62,7 @@ class Trainer:
     model: Any
     tokenizer: Any
     policy: Any                  # HFPolicy sampling at the training temperature
+    rollout_policy: Any          # what generates training rollouts: ``policy`` or a remote server
     eval_policy: Any             # HFPolicy on the same model, greedy by default
     value_head: torch.nn.Module | None
     modules: torch.nn.ModuleDict  # what a checkpoint stores (trainable parameters only)
@@ -106,8 +107,16 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
                       max_new_tokens=gen.max_new_tokens, prompt=prompt, batch_size=cfg.env.num_envs)
     eval_policy = HFPolicy(model, tokenizer, temperature=gen.eval_temperature, max_new_tokens=gen.max_new_tokens,
                            prompt=prompt, batch_size=cfg.env.num_envs)
-    return Trainer(cfg=cfg, model=model, tokenizer=tokenizer, policy=policy, eval_policy=eval_policy,
-                   value_head=value_head, modules=modules, np_rng=np.random.default_rng(cfg.seed), log=log)
+    rollout_policy = policy
+    if gen.server_url:
+        from turngym.agents.openai_policy import OpenAIPolicy
+
+        rollout_policy = OpenAIPolicy(gen.server_url, gen.server_model, temperature=gen.temperature,
+                                      top_p=gen.top_p, max_tokens=gen.max_new_tokens, prompt=prompt,
+                                      seed=cfg.seed, token_ids=False)
+    return Trainer(cfg=cfg, model=model, tokenizer=tokenizer, policy=policy, rollout_policy=rollout_policy,
+                   eval_policy=eval_policy, value_head=value_head, modules=modules,
+                   np_rng=np.random.default_rng(cfg.seed), log=log)
 
 
 def make_optimizer(tr: Trainer, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
@@ -394,10 +403,13 @@ def _progress(tr: Trainer, total: int, desc: str, initial: int = 0):
 
 # ----- the run -----------------------------------------------------------------------------
 
-def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int | None = None) -> Trainer:
+def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int | None = None,
+          rollout_policy: Any = None) -> Trainer:
     """Run (or resume) a training run; returns the Trainer (model, policies, state).
 
     ``stop_after``: return after this many updates as if the process had been killed (tests).
+    ``rollout_policy``: generate training rollouts with this policy instead (any object with
+    ``act``; replies without token data are re-tokenized and re-scored by the trainer).
     """
     from turngym.core.pool import EnvPool
 
@@ -405,6 +417,8 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     tr = build_trainer(cfg, log)
+    if rollout_policy is not None:
+        tr.rollout_policy = rollout_policy
     if not cfg.model.lora and cfg.rl.kl_coef > 0:
         import copy
 
@@ -480,12 +494,15 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     t0 = time.perf_counter()
     tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
-    trajectories = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size,
+    trajectories = collect(pool, tr.rollout_policy, tasks, group_size=cfg.rl.group_size,
                            seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer)
+    retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
     t1 = time.perf_counter()
     samples = compute_advantages(tr, trajectories)
     t2 = time.perf_counter()
     losses = rl_update(tr, optimizer, samples)
+    if tr.cfg.generation.server_sync == "vllm_lora":
+        sync_server(tr)
     t3 = time.perf_counter()
     if cfg.save_rollouts:
         write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", trajectories, append=False)
@@ -498,7 +515,30 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
             **summarize(trajectories, "train"), **losses,
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
             "policy/completion_tokens": tokens,
+            **({"policy/retokenized_steps": retokenized} if retokenized else {}),
             "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
             if steps else None,
             "time/rollout": t1 - t0, "time/advantages": t2 - t1, "time/update": t3 - t2,
             "time/update_tokens_per_s": tokens / max(t3 - t2, 1e-9)}
+
+
+def sync_server(tr: Trainer) -> None:
+    """Hand the new LoRA adapter to a vLLM server (runtime LoRA loading) under a fresh name, and
+    point the rollout policy at it. vLLM must run with ``--enable-lora`` and
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, and see ``run_dir`` at the same path."""
+    import json
+    import urllib.request
+
+    if not tr.cfg.model.lora:
+        raise ValueError("generation.server_sync: 'vllm_lora' needs model.lora: true")
+    name = f"turngym-update-{tr.state['update'] + 1:04d}"
+    path = (Path(tr.cfg.run_dir) / "adapter" / name).resolve()
+    tr.model.save_pretrained(str(path))
+    root = tr.cfg.generation.server_url.rstrip("/")
+    root = root if root.endswith("/v1") else root + "/v1"
+    request = urllib.request.Request(f"{root}/load_lora_adapter", method="POST",
+                                     data=json.dumps({"lora_name": name, "lora_path": str(path)}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        response.read()
+    tr.rollout_policy.model = name

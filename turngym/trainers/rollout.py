@@ -30,6 +30,29 @@ def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_s
     return trajectories
 
 
+def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
+    """Give steps that came back as text only (a remote server without token data) the token ids
+    the trainer's own model would have seen: the prompt rendered by ``policy`` (an ``HFPolicy``)
+    from the recorded conversation, and the reply tokenized plus the end-of-turn token. Log-probs
+    stay empty; the trainer recomputes them before the update. Returns the number of steps filled.
+    """
+    from turngym.agents.prompts import build_messages
+
+    eos = policy.tokenizer.eos_token_id
+    filled = 0
+    for traj in trajectories:
+        for t, step in enumerate(traj.steps):
+            if step.completion_ids:
+                continue
+            conv = conversation_at(traj, t)
+            step.prompt_ids = policy.encode(build_messages(conv, policy.prompt), conv.info.get("tools") or None)
+            step.completion_ids = policy.encode_text(step.action) + ([eos] if eos is not None else [])
+            step.loss_mask = [1] * len(step.completion_ids)
+            step.logprobs, step.entropies = [], []
+            filled += 1
+    return filled
+
+
 def conversation_at(traj: Trajectory, t: int) -> Conversation:
     """The Conversation the policy saw before step ``t`` (as EnvPool built it)."""
     messages: list[dict[str, Any]] = list(traj.initial_info.get("messages", []))
