@@ -66,6 +66,9 @@ def test_config_names_unknown_and_invalid_fields(tmp_path):
         load_config(None, ["rl.group_size=0"])
     with pytest.raises(ValueError, match=r"^model\.lora: expected true or false"):
         load_config(None, ["model.lora=3"])
+    with pytest.raises(ValueError, match=r"^rl\.estimator_args\.depth: not an option of estimator 'hgpo'; "
+                                         r"allowed: max_depth, alpha"):
+        load_config(None, ["rl.estimator=hgpo", "rl.estimator_args={depth: 3}"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("env:\n  idd: x\n")
     with pytest.raises(ValueError, match=r"^env\.idd: unknown field; allowed: id, kwargs"):
@@ -79,6 +82,8 @@ def test_config_yaml_toml_and_overrides(tmp_path):
         cfg = load_config(tmp_path / name, ["rl.group_size=4", "model.lora_target_modules=[q_proj]"])
         assert (cfg.seed, cfg.rl.estimator, cfg.rl.lr, cfg.rl.group_size) == (3, "rloo", 2e-5, 4)
         assert cfg.model.lora_target_modules == ["q_proj"]
+    for example in sorted((REPO / "examples").glob("*.*")):
+        load_config(example)  # the shipped examples stay valid
     rows = describe()
     assert len(rows) == len({r[0] for r in rows}) > 40
     assert all(help_ for *_, help_ in rows), "every field is documented"

@@ -170,7 +170,25 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             if not isinstance(node, dict):
                 raise ValueError(f"{key}: {part} is not a section")
         node[parts[-1]] = value
-    return build(TrainConfig, data, "")
+    cfg = build(TrainConfig, data, "")
+    check_estimator_args(cfg)
+    return cfg
+
+
+def check_estimator_args(cfg: TrainConfig) -> None:
+    """Fail at load time (not after the model loaded) on an option the estimator does not take."""
+    import inspect
+
+    from turngym.trainers.advantages import ESTIMATORS, empg
+
+    skip = {"trajectories", "values", "values_lo", "values_hi", "switches", "advantages"}
+    for name, fn, given in (("rl.estimator_args", ESTIMATORS[cfg.rl.estimator], cfg.rl.estimator_args),
+                            ("rl.empg_args", empg.modulate, cfg.rl.empg_args)):
+        allowed = [p for p in inspect.signature(fn).parameters if p not in skip]
+        for key in given:
+            if key not in allowed:
+                what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"
+                raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
 
 
 def read_file(path: str | Path) -> dict[str, Any]:
