@@ -272,3 +272,20 @@ def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     assert np.isfinite(row["loss/policy"]) and row["policy/grad_norm"] > 0
     step = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")[0].steps[0]
     assert step.prompt_ids and step.completion_ids[-1] == tokenizer.eos_token_id and not step.logprobs
+
+
+def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
+    """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs)."""
+    import argparse
+
+    from turngym import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "1",
+                              "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2",
+                              "--group-size", "2", "--no-progress"])
+    assert demo.run(args) == 0
+    out = capsys.readouterr().out
+    assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
+    assert (tmp_path / "demo" / "curves.png").exists()

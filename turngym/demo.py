@@ -23,7 +23,7 @@ def demo_overrides(args) -> list[str]:
     """The demo's training config, as `turngym train` overrides (print with --show-config)."""
     return [
         f"run_dir={args.run_dir}", f"seed={args.seed}", "resume=false", "checkpoint_every=0",
-        f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", "env.num_envs=16",
+        f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", "env.num_envs=10",
         f"env.max_turns={args.max_turns}",
         f"model.name={args.model}", "model.lora=true", "model.lora_rank=16", "model.lora_alpha=32",
         "generation.max_new_tokens=16", "generation.temperature=1.0", "generation.eval_temperature=0",
@@ -44,10 +44,10 @@ def demo_overrides(args) -> list[str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", default="runs/demo", help="output folder (default: runs/demo)")
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m (default) or tiny (a smoke test)")
-    p.add_argument("--updates", type=int, default=4, help="GiGPO updates (default: 4)")
+    p.add_argument("--updates", type=int, default=3, help="GiGPO updates (default: 3)")
     p.add_argument("--group-size", type=int, default=4, help="rollouts per task in a GiGPO group (default: 4)")
-    p.add_argument("--sft-episodes", type=int, default=24, help="expert episodes to imitate (default: 32)")
-    p.add_argument("--eval-episodes", type=int, default=12, help="held-out episodes per evaluation (default: 12)")
+    p.add_argument("--sft-episodes", type=int, default=16, help="expert episodes to imitate (default: 16)")
+    p.add_argument("--eval-episodes", type=int, default=10, help="held-out episodes per evaluation (default: 10)")
     p.add_argument("--max-turns", type=int, default=6, help="turn limit per episode (default: 6; the expert needs 4)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
