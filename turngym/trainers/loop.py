@@ -41,6 +41,11 @@ from turngym.trainers.rollout import attach_tokens, collect, sft_examples, token
 from turngym.trainers.spans import token_span_mask
 
 
+HIPER_FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start a new subgoal or "
+                "<switch>KEEP</switch> to continue the current one, then <subgoal>the subgoal</subgoal>, then the "
+                "action.")
+
+
 @dataclass
 class Sample:
     """One agent turn ready for the loss."""
@@ -101,7 +106,9 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
         torch.nn.init.zeros_(value_head.bias)
         modules["value_head"] = value_head
     action_format = "tags" if cfg.rl.estimator == "hiper" else "plain"
-    prompt = PromptConfig(action_format=action_format, **dataclasses.asdict(cfg.prompt))
+    # HiPER's segments come from the reply's own <switch>/<subgoal> tags: ask for them
+    extra = {"": HIPER_FORMAT} if cfg.rl.estimator == "hiper" else {}
+    prompt = PromptConfig(action_format=action_format, env_prompts=extra, **dataclasses.asdict(cfg.prompt))
     gen = cfg.generation
     policy = HFPolicy(model, tokenizer, temperature=gen.temperature, top_p=gen.top_p,
                       max_new_tokens=gen.max_new_tokens, prompt=prompt, batch_size=cfg.env.num_envs)
