@@ -40,7 +40,6 @@ from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics
 from turngym.trainers.rollout import attach_tokens, collect, sft_examples, token_offsets
 from turngym.trainers.spans import token_span_mask
 
-
 HIPER_FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start a new subgoal or "
                 "<switch>KEEP</switch> to continue the current one, then <subgoal>the subgoal</subgoal>, then the "
                 "action.")
