@@ -287,7 +287,8 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     for _ in range(cfg.epochs):
         order = tr.np_rng.permutation(len(samples))
         for mb_idx in batched(list(order), cfg.minibatch_size):
-            minibatch = [samples[k] for k in mb_idx]
+            # similar lengths share a micro-batch: less padding, same minibatch gradient
+            minibatch = sorted((samples[k] for k in mb_idx), key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
             num_tokens = float(max(sum(sum(s.loss_mask) for s in minibatch), 1))
             optimizer.zero_grad(set_to_none=True)
             for micro in batched(minibatch, cfg.micro_batch_size):
@@ -356,6 +357,7 @@ def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, float]:
     for _ in range(cfg.epochs):
         order = tr.np_rng.permutation(len(rows))
         for mb in batched([rows[k] for k in order], cfg.batch_size):
+            mb = sorted(mb, key=lambda row: len(row[0]) + len(row[1]))  # less padding per micro-batch
             optimizer.zero_grad(set_to_none=True)
             num_tokens = float(sum(len(c) for _, c in mb))
             total = 0.0
