@@ -289,3 +289,22 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
     assert (tmp_path / "demo" / "curves.png").exists()
+
+
+def test_two_processes_average_gradients(tmp_path):
+    """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
+    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",
+                  name="ddp")
+    config_file = tmp_path / "ddp.yaml"
+    config_file.write_text(json.dumps(cfg.to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                          "--master_port", "29517", "-m", "turngym", "train", "--config", str(config_file),
+                          "--env-module", "trainer_envs"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
+    assert rows[-1]["policy/grad_norm"] > 0
+    assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()

@@ -21,6 +21,8 @@ last checkpoint continues exactly as if it had never stopped.
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -73,6 +75,73 @@ class Trainer:
     np_rng: np.random.Generator
     state: dict[str, Any] = field(default_factory=dict)
     log: Callable[[str], None] = print
+
+
+# ----- several processes (torchrun / accelerate launch) ----------------------------------------
+
+def world() -> tuple[int, int]:
+    """(rank, number of processes): (0, 1) unless launched by torchrun or `accelerate launch`."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_distributed(cfg: TrainConfig) -> None:
+    """Join the process group a launcher described in the environment (WORLD_SIZE, RANK, ...).
+
+    Data parallel: every process holds the whole model, collects its own share of the update's
+    groups, and gradients are averaged across processes before each optimizer step, so the
+    copies stay identical. Only rank 0 evaluates and writes the run directory.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available() and cfg.model.device in (None, "cuda"):
+        cfg.model.device = f"cuda:{local}"
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl")
+    else:
+        dist.init_process_group("gloo")
+
+
+def sync_gradients(params: list[torch.nn.Parameter]) -> None:
+    """Average gradients over processes (a no-op in a single process)."""
+    _, size = world()
+    if size == 1:
+        return
+    import torch.distributed as dist
+
+    for p in params:
+        if p.grad is None:  # every process must join every all_reduce
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad)
+        p.grad /= size
+
+
+def agree_max(value: int) -> int:
+    """The largest ``value`` over processes (so all run the same number of optimizer steps)."""
+    _, size = world()
+    if size == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.long)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+class _NoMetrics:
+    def write(self, row) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # ----- building ----------------------------------------------------------------------------
@@ -272,7 +341,7 @@ def _span_text(tr: Trainer, step, name: str) -> str:
 
 def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]:
     cfg = tr.cfg.rl
-    if not samples:
+    if not samples and world()[1] == 1:
         return {}
     missing = [s for s in samples if not s.old_logprobs]
     for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
@@ -284,9 +353,16 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     n_steps = 0
     device = next(tr.model.parameters()).device
     tr.model.train()
-    for _ in range(cfg.epochs):
-        order = tr.np_rng.permutation(len(samples))
-        for mb_idx in batched(list(order), cfg.minibatch_size):
+    rank, _ = world()
+    params = [p for p in tr.modules.parameters() if p.requires_grad]
+    # all processes take the same number of optimizer steps (one with no samples adds zeros)
+    n_minibatches = agree_max(math.ceil(len(samples) / cfg.minibatch_size))
+    for epoch in range(cfg.epochs):
+        # a stream of its own, derived from the update: the task-order stream stays in step
+        # across processes whatever their sample counts
+        order = np.random.default_rng([tr.cfg.seed, tr.state["update"], epoch, rank]).permutation(len(samples))
+        for i in range(n_minibatches):
+            mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
             # similar lengths share a micro-batch: less padding, same minibatch gradient
             minibatch = sorted((samples[k] for k in mb_idx), key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
             num_tokens = float(max(sum(sum(s.loss_mask) for s in minibatch), 1))
@@ -319,7 +395,7 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
                     loss = loss + cfg.value_coef * vl
                     sums["loss/value"] += vl.item()
                 loss.backward()
-            params = [p for p in tr.modules.parameters() if p.requires_grad]
+            sync_gradients(params)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             optimizer.step()
             sums["policy/grad_norm"] += float(grad_norm)
@@ -366,7 +442,9 @@ def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, float]:
                 loss = sft_loss(scores.logprobs, scores.mask, num_tokens)
                 loss.backward()
                 total += loss.item()
-            torch.nn.utils.clip_grad_norm_([p for p in tr.modules.parameters() if p.requires_grad], 1.0)
+            params = [p for p in tr.modules.parameters() if p.requires_grad]
+            sync_gradients(params)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             losses.append(total)
             bar.update(1)
@@ -405,7 +483,8 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
 def _progress(tr: Trainer, total: int, desc: str, initial: int = 0):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, desc=desc, disable=not tr.cfg.progress, dynamic_ncols=True,
+    return tqdm(total=total, initial=initial, desc=desc, disable=not tr.cfg.progress or world()[0] != 0,
+                dynamic_ncols=True,
                 leave=False)
 
 
@@ -421,9 +500,15 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     """
     from turngym.core.pool import EnvPool
 
+    init_distributed(cfg)
+    rank, size = world()
+    main = rank == 0
+    if not main:
+        log = _quiet
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_yaml(cfg))
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_yaml(cfg))
     tr = build_trainer(cfg, log)
     if rollout_policy is not None:
         tr.rollout_policy = rollout_policy
@@ -438,8 +523,13 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         saved = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
         tr.state.update(saved)
         log(f"resumed from {last} (update {tr.state['update']})")
+    if size > 1:
+        import torch.distributed as dist
+
+        dist.barrier()  # nobody writes a checkpoint before everyone has read theirs
     metrics = MetricsWriter(run_dir, tensorboard=cfg.tensorboard,
-                            keep_until_update=tr.state["update"] if last is not None else -1)
+                            keep_until_update=tr.state["update"] if last is not None else -1) \
+        if main else _NoMetrics()
     env_kwargs = dict(cfg.env.kwargs)
     train_ids = split_task_ids(cfg.env.id, cfg.env.train_split, env_kwargs)
     eval_ids = split_task_ids(cfg.env.id, cfg.env.eval_split, env_kwargs)
@@ -448,7 +538,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     try:
         if tr.state["phase"] == "start":
             row: dict[str, Any] = {"update": 0, "env_steps": 0, "episodes": 0}
-            if cfg.eval.at_start:
+            if cfg.eval.at_start and main:
                 t0 = time.perf_counter()
                 row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
                 log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
@@ -457,14 +547,14 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                 row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
                 log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
                     f"on {row['sft/turns']} expert turns")
-                if cfg.eval.at_start:
+                if cfg.eval.at_start and main:
                     t0 = time.perf_counter()
                     after = evaluate(tr, pool, eval_ids, 0)
                     row.update({k.replace("eval/", "eval_after_sft/"): v for k, v in after.items()},
                                **{"time/eval_after_sft": time.perf_counter() - t0})
             metrics.write(row)
             tr.state["phase"] = "rl"
-            if cfg.checkpoint_every:
+            if cfg.checkpoint_every and main:
                 ckpt.save_checkpoint(run_dir, 0, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
                                      cfg.keep_checkpoints)
         bar = _progress(tr, total=cfg.rl.updates, desc="rl", initial=tr.state["update"])
@@ -473,7 +563,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                 break
             update = tr.state["update"] + 1
             row = one_update(tr, pool, optimizer, train_ids, update)
-            if cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates:
+            if main and (cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates):
                 t0 = time.perf_counter()
                 row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
             tr.state["update"] = update
@@ -481,16 +571,20 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             bar.update(1)
             bar.set_postfix(success=f"{row.get('train/success_rate', 0):.2f}",
                             ret=f"{row.get('train/mean_return', 0):.2f}")
-            if cfg.checkpoint_every and (update % cfg.checkpoint_every == 0 or update == cfg.rl.updates):
+            if main and cfg.checkpoint_every and (update % cfg.checkpoint_every == 0 or update == cfg.rl.updates):
                 ckpt.save_checkpoint(run_dir, update, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
                                      cfg.keep_checkpoints)
         bar.close()
     finally:
         pool.close()
         metrics.close()
-    if read_metrics(run_dir / "metrics.jsonl"):
+    if main and read_metrics(run_dir / "metrics.jsonl"):
         plot_curves(run_dir)
     return tr
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 def _saved_state(tr: Trainer) -> dict[str, Any]:
@@ -500,7 +594,9 @@ def _saved_state(tr: Trainer) -> dict[str, Any]:
 def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) -> dict[str, Any]:
     cfg = tr.cfg
     t0 = time.perf_counter()
-    tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
+    rank, size = world()
+    # every process draws the whole update's tasks (keeping the task stream in step) and runs its share
+    tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update * size)[rank::size]
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
     trajectories = collect(pool, tr.rollout_policy, tasks, group_size=cfg.rl.group_size,
                            seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer)
@@ -512,7 +608,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     if tr.cfg.generation.server_sync == "vllm_lora":
         sync_server(tr)
     t3 = time.perf_counter()
-    if cfg.save_rollouts:
+    if cfg.save_rollouts and rank == 0:
         write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", trajectories, append=False)
     steps = sum(t.length for t in trajectories)
     tr.state["env_steps"] += steps
@@ -524,6 +620,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
             "policy/completion_tokens": tokens,
             **({"policy/retokenized_steps": retokenized} if retokenized else {}),
+            **({"processes": size} if size > 1 else {}),  # train/ figures are rank 0's share
             "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
             if steps else None,
             "time/rollout": t1 - t0, "time/advantages": t2 - t1, "time/update": t3 - t2,
