@@ -32,10 +32,10 @@ def demo_overrides(args) -> list[str]:
         # CPU, prompt tokens are most of the cost of both generation and training)
         "prompt.history=last_k", "prompt.history_k=1", "prompt.show_admissible=false",
         f"prompt.system_prompt={SYSTEM_PROMPT}",
-        f"sft.episodes={args.sft_episodes}", "sft.epochs=1", "sft.lr=1e-3", "sft.batch_size=16",
+        f"sft.episodes={args.sft_episodes}", "sft.epochs=1", "sft.lr=1e-3", "sft.batch_size=8",
         "sft.micro_batch_size=8",
         f"rl.updates={args.updates}", "rl.estimator=gigpo", "rl.tasks_per_update=2", f"rl.group_size={args.group_size}",
-        "rl.lr=2e-4", "rl.minibatch_size=64", "rl.micro_batch_size=8", "rl.kl_coef=0",
+        "rl.lr=2e-4", "rl.minibatch_size=16", "rl.micro_batch_size=8", "rl.kl_coef=0",
         f"eval.episodes={args.eval_episodes}", "eval.every=0", "eval.at_start=true",
         f"progress={'false' if args.no_progress else 'true'}",
     ]
