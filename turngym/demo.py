@@ -35,7 +35,7 @@ def demo_overrides(args) -> list[str]:
         f"sft.episodes={args.sft_episodes}", "sft.epochs=1", "sft.lr=1e-3", "sft.batch_size=8",
         "sft.micro_batch_size=8",
         f"rl.updates={args.updates}", "rl.estimator=gigpo", "rl.tasks_per_update=2", f"rl.group_size={args.group_size}",
-        "rl.lr=2e-4", "rl.minibatch_size=16", "rl.micro_batch_size=8", "rl.kl_coef=0",
+        "rl.lr=5e-4", "rl.minibatch_size=16", "rl.micro_batch_size=8", "rl.kl_coef=0",
         f"eval.episodes={args.eval_episodes}", "eval.every=0", "eval.at_start=true",
         f"progress={'false' if args.no_progress else 'true'}",
     ]
