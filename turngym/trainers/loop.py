@@ -341,8 +341,14 @@ def _span_text(tr: Trainer, step, name: str) -> str:
 
 def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]:
     cfg = tr.cfg.rl
+    dropped = 0
+    if cfg.kl_coef == 0 and tr.value_head is None:
+        # a turn whose tokens all have advantage 0 adds nothing to the clipped PG loss (no KL or
+        # value term to fit): skip its forward/backward, often most of a sparse-reward batch
+        kept = [s for s in samples if any(a != 0.0 for a in s.advantages)]
+        dropped, samples = len(samples) - len(kept), kept
     if not samples and world()[1] == 1:
-        return {}
+        return {"policy/zero_advantage_turns": dropped}
     missing = [s for s in samples if not s.old_logprobs]
     for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
         scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
@@ -406,6 +412,7 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         out.pop("loss/kl")
     if tr.value_head is None:
         out.pop("loss/value")
+    out["policy/zero_advantage_turns"] = dropped
     return out
 
 
