@@ -366,7 +366,7 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     for epoch in range(cfg.epochs):
         # a stream of its own, derived from the update: the task-order stream stays in step
         # across processes whatever their sample counts
-        order = np.random.default_rng([tr.cfg.seed, tr.state["update"], epoch, rank]).permutation(len(samples))
+        order = np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch, rank]).permutation(len(samples))
         for i in range(n_minibatches):
             mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
             # similar lengths share a micro-batch: less padding, same minibatch gradient
