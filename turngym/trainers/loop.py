@@ -631,7 +631,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
             "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
             if steps else None,
             "time/rollout": t1 - t0, "time/advantages": t2 - t1, "time/update": t3 - t2,
-            "time/update_tokens_per_s": tokens / max(t3 - t2, 1e-9)}
+            "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None}
 
 
 def sync_server(tr: Trainer) -> None:
