@@ -50,7 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-episodes", type=int, default=10, help="held-out episodes per evaluation (default: 10)")
     p.add_argument("--max-turns", type=int, default=6, help="turn limit per episode (default: 6; the expert needs 4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: measured within budget, and robust when other "
+                        "processes share the cores; 0 = torch's choice)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--show-config", action="store_true", help="print the training config and exit")
 
