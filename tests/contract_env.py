@@ -61,9 +61,20 @@ class CounterEnv(TurnEnv):
         return "inc" if self.value < target else "dec" if self.value > target else "submit"
 
 
+COUNTER_VERBS = [
+    {"name": "inc", "command": "inc", "description": "Add one to the counter.", "parameters": {}},
+    {"name": "dec", "command": "dec", "description": "Subtract one from the counter.", "parameters": {}},
+    {"name": "submit", "command": "submit", "description": "Submit the counter's value.", "parameters": {}},
+]
+
+
 def register() -> None:
     turngym.register("turngym-tests/Counter-v0", "contract_env:CounterEnv", max_episode_steps=20,
                      description="Counter: the contract test env", family="tests")
     turngym.register("turngym-tests/CrashyCounter-v0", "contract_env:CounterEnv",
                      kwargs={"crash_on": "dec"}, max_episode_steps=20,
                      description="Counter that crashes on `dec`", family="tests")
+    # tools mode over the same engine: inc() / dec() / submit() calls
+    from turngym.tools.registration import register_tools_variant
+
+    register_tools_variant("turngym-tests/Counter-v0", verbs=COUNTER_VERBS)

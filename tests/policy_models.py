@@ -8,6 +8,7 @@ never touches the user's ~/.cache.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
@@ -15,6 +16,20 @@ import tempfile
 
 CACHE_DIR = tempfile.mkdtemp(prefix="turngym-test-models-")
 atexit.register(shutil.rmtree, CACHE_DIR, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """Run torch on one thread: on a shared 2-core machine, two spinning OpenMP threads competing
+    with other processes make small-model decoding several times slower than one."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def cache_env() -> dict[str, str]:
@@ -63,3 +78,4 @@ def load_in_cache(name: str, **kwargs):
     from turngym.agents.models import load_model
 
     return load_model(name, **kwargs)
+

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from policy_models import cache_env, load_in_cache, smollm2, tiny  # noqa: E402
+from policy_models import cache_env, load_in_cache, one_torch_thread, smollm2, tiny  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.agents import ExpertPolicy, HumanPolicy, RandomPolicy  # noqa: E402
@@ -23,6 +23,12 @@ from turngym.agents.scoring import score_completions  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
 
 COUNTER = "turngym-tests/Counter-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +135,19 @@ def test_batched_generation_records_what_scoring_reproduces(small):
         assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(lp), atol=1e-4)
 
 
+def test_sampling_cuts_only_what_was_asked(small):
+    """top_k=0 samples from the whole distribution (transformers would otherwise apply top-k 50)."""
+    model, tokenizer = small
+    prompt = [1, 2, 3]
+    with torch.no_grad():
+        order = model(torch.tensor([prompt])).logits[0, -1].argsort(descending=True).tolist()
+    rank = {tok: r for r, tok in enumerate(order)}
+    for top_k, expect_beyond in ((0, True), (5, False)):
+        policy = HFPolicy(model, tokenizer, temperature=1.0, top_k=top_k, max_new_tokens=1, batch_size=64, seed=0)
+        ranks = [rank[g.completion_ids[0]] for g in policy.generate([prompt] * 64)]
+        assert (max(ranks) >= 50) is expect_beyond
+
+
 def test_first_turn_prompt_is_the_chat_template(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=2)
@@ -157,6 +176,27 @@ def test_scoring_with_gradients(small):
     assert torch.allclose(no_grad.logprobs, scores.logprobs.detach(), atol=1e-5)
     with pytest.raises(ValueError, match="rows"):
         score_completions(model, prompts, completions[:1])
+
+
+def test_lora_wrapped_model_generates_scores_and_saves(tmp_path):
+    peft = pytest.importorskip("peft")
+    model, tokenizer = load_in_cache("tiny", device="cpu", seed=3)  # its own copy: peft edits in place
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                      task_type="CAUSAL_LM", init_lora_weights=False))
+    policy = HFPolicy(lora, tokenizer, temperature=1.0, max_new_tokens=6, seed=0)
+    gens = policy.generate([[1, 2, 3], [4, 5, 6, 7, 8]])
+    scores = score_completions(lora, [g.prompt_ids for g in gens], [g.completion_ids for g in gens], with_grad=True)
+    for g, lp in zip(gens, scores.to_lists()[0]):
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(lp), atol=1e-4)
+    (-(scores.logprobs * scores.mask).sum()).backward()
+    assert all(p.grad is not None for n, p in lora.named_parameters() if "lora_" in n)
+    lora.zero_grad(set_to_none=True)
+    save_model(lora, tokenizer, tmp_path / "merged")  # merged into a plain checkpoint; lora stays usable
+    assert any("lora_" in n for n, _ in lora.named_parameters())
+    merged = load_policy(f"hf:{tmp_path / 'merged'}", device="cpu")
+    greedy = HFPolicy(lora, tokenizer, temperature=0, max_new_tokens=5)
+    assert merged.generate([[1, 2, 3]], temperature=0, max_new_tokens=5)[0].completion_ids == \
+        greedy.generate([[1, 2, 3]])[0].completion_ids
 
 
 def test_policy_follows_in_place_weight_updates(small):
@@ -262,6 +302,20 @@ def test_no_drift_with_tags_and_stop_strings(small):
     assert_no_drift(trajs, model, policy.temperature)
 
 
+def test_tools_announced_on_reset_stay_in_every_prompt(small):
+    model, tokenizer = small
+    env_id = "turngym-tests/Counter-tools-v0"  # tools mode over the Counter engine (turngym.tools)
+    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=5, seed=0)
+    with turngym.EnvPool(env_id, num_envs=2, backend="inline") as pool:
+        trajs = pool.rollout(policy, ["counter-1", "counter-2"], seed=0, max_steps=3)
+    for traj in trajs:
+        assert traj.steps[0].info.get("tools") is None or len(traj.steps) == 1  # only reset announces them
+        for step in traj.steps:
+            text = tokenizer.decode(step.prompt_ids)
+            assert '"name": "submit"' in text and "Act by calling one of the tools." in text
+    assert_no_drift(trajs, model, policy.temperature)
+
+
 def test_last_k_history_records_what_the_model_saw(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=4, prompt=PromptConfig(history="last_k", history_k=1))
@@ -274,15 +328,26 @@ def test_last_k_history_records_what_the_model_saw(small):
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)
 
 
-def test_real_model_plays_an_episode_end_to_end_without_drift(real):
+def test_real_model_plays_a_household_episode_end_to_end_without_drift(real):
     model, tokenizer = real
-    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=16, seed=0)
-    with turngym.EnvPool(COUNTER, num_envs=2, backend="thread") as pool:
-        trajs = pool.rollout(policy, ["counter-2"], group_size=2, seed=0, max_steps=3)
-    for traj in trajs:
-        assert traj.steps[-1].terminated or traj.steps[-1].truncated
-        assert traj.scorable
-    assert_no_drift(trajs, model, policy.temperature)
+    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=10, seed=0)
+    task = _first_task("turngym/Household-v0")
+    with turngym.EnvPool("turngym/Household-v0", num_envs=1, backend="inline") as pool:
+        traj = pool.rollout(policy, [task], seed=0, max_steps=2)[0]
+    assert traj.scorable and len(traj.steps) >= 1
+    assert traj.steps[-1].terminated or traj.steps[-1].truncated
+    first = tokenizer.decode(traj.steps[0].prompt_ids)
+    assert "Your task is to:" in first and "Admissible actions:" in first
+    assert all(s.action == s.action.strip() and "\n" not in s.action for s in traj.steps)
+    assert_no_drift([traj], model, policy.temperature)
+
+
+def _first_task(env_id: str) -> str:
+    env = turngym.make(env_id)
+    try:
+        return env.unwrapped.task_ids()[0]
+    finally:
+        env.close()
 
 
 # ----- load_policy, eval CLI, basic policies -------------------------------------------------
@@ -334,3 +399,18 @@ def test_basic_policies():
     with turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
         trajs = pool.rollout(ExpertPolicy(), ["counter-1", "counter-2"], seed=0)
     assert all(t.success for t in trajs)
+    with pytest.raises(TypeError, match="EnvPool"):
+        ExpertPolicy().act([conv])
+    # tools announced on reset only: later turns still get random calls with schema-valid arguments
+    tools = [{"type": "function", "function": {"name": "press", "parameters": {"type": "object", "properties": {
+        "button": {"type": "string", "enum": ["inc", "dec"]}, "times": {"type": "integer"}}}}}]
+    random_policy = RandomPolicy(seed=1)
+    first = Conversation(messages=[{"role": "user", "content": "Start."}], info={"tools": tools, "episode_id": "e1"})
+    later = Conversation(messages=[{"role": "user", "content": "Start."}], info={"episode_id": "e1"})
+    for text in random_policy.act([first, later]):
+        call = json.loads(text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+        assert call["name"] == "press" and call["arguments"]["button"] in ("inc", "dec")
+        assert isinstance(call["arguments"]["times"], int)
+    with pytest.raises(KeyboardInterrupt):
+        HumanPolicy(input_fn=lambda prompt: (_ for _ in ()).throw(EOFError), print_fn=shown.append).act([first])
+    assert shown[-1].startswith("Tools: press")

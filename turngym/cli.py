@@ -13,6 +13,12 @@ from pathlib import Path
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
     "train": ("train a policy with RL (and SFT) from a YAML/TOML config", "turngym.trainers.cli"),
+    "serve": ("serve an environment as a website on localhost (shop)", "turngym.envs.shop.serve"),
+    "serve-tools": ("serve an env's tools as an MCP server over stdio", "turngym.tools.mcp_server"),
+    "view": ("browse a run's episodes in a local web page (turns, spans, advantages, groups)", "turngym.viewer.server"),
+    "report": ("write a run's self-contained HTML report (curves, success, lengths, invalid actions)",
+               "turngym.viewer.report"),
+    "serve-policy": ("serve a local model as an OpenAI-compatible HTTP API", "turngym.agents.serve"),
 }
 
 
@@ -108,6 +114,7 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
 
     def on_trajectory(traj):
         bar.update(1)
+        traj.metadata.setdefault("split", split)  # the report groups results by split
         if out:
             turngym.write_jsonl(out, [traj])
         written.append(traj)
@@ -159,7 +166,10 @@ def _run_eval(args) -> int:
     print(format_table([row], ["env", "policy", "episodes", "unscorable", "success_rate",
                                "mean_return", "mean_steps"]))
     if args.out:
+        from turngym.viewer import write_report
+
         print(f"trajectories: {args.out}")
+        print(f"report: {write_report(args.out)}")
     return 0
 
 

@@ -90,6 +90,9 @@ def run(args) -> int:
     print()
     print(f"learning curves: {cfg.run_dir}/curves.png   metrics: {cfg.run_dir}/metrics.jsonl   "
           f"total {minutes:.1f} min")
+    from turngym.viewer import write_report
+
+    print(f"report: {write_report(cfg.run_dir)}   (browse the episodes: turngym view {cfg.run_dir})")
     return 0
 
 

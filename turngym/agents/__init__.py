@@ -15,6 +15,7 @@ _LAZY = {
     "HFPolicy": "turngym.agents.hf",
     "Generation": "turngym.agents.hf",
     "OpenAIPolicy": "turngym.agents.openai_policy",
+    "OpenAIPolicyError": "turngym.agents.openai_policy",
     "PromptConfig": "turngym.agents.prompts",
     "build_messages": "turngym.agents.prompts",
     "load_model": "turngym.agents.models",

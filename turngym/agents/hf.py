@@ -26,11 +26,11 @@ import torch
 
 from turngym.agents.prompts import (
     PromptConfig,
+    ToolMemory,
     build_messages,
     decorate_observation,
     extract_action,
     flatten_tool_messages,
-    parse_tool_calls,
     tools_system_block,
 )
 from turngym.core.policy import Completion, Conversation
@@ -132,6 +132,7 @@ class HFPolicy:
         self.name = name
         self.cache_size = int(cache_size)
         self._replies: OrderedDict[str, tuple[list[int], bool, list[dict]]] = OrderedDict()
+        self._tools = ToolMemory()
         self.native_tools = "tools" in (tokenizer.chat_template or "")
         eos = getattr(model.generation_config, "eos_token_id", None) if hasattr(model, "generation_config") else None
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -207,7 +208,8 @@ class HFPolicy:
             do_sample=sample, max_new_tokens=options.max_new_tokens,
             temperature=options.temperature if sample else None,
             top_p=options.top_p if sample and options.top_p < 1 else None,
-            top_k=options.top_k if sample and options.top_k > 0 else None,
+            # top_k=0, not None: None lets transformers' default top-k of 50 cut the distribution
+            top_k=options.top_k if sample else None,
             eos_token_id=sorted(self.eos_ids) or None, pad_token_id=pad,
             stop_strings=list(options.stop) or None, return_dict_in_generate=True)
         stats = _TokenStats(options.temperature)
@@ -260,28 +262,29 @@ class HFPolicy:
 
     # ----- the policy ---------------------------------------------------------------------------
     def act(self, conversations: list[Conversation]) -> list[Completion]:
-        prompts, contexts = [], []
+        prompts, contexts, all_tools = [], [], []
         for conv in conversations:
-            ids, built = self._prompt(conv)
+            tools = self._tools(conv)
+            ids, built = self._prompt(conv, tools)
             prompts.append(ids)
             contexts.append(built)
+            all_tools.append(tools)
         generations = self.generate(prompts) if prompts else []
         out = []
-        for conv, built, gen in zip(conversations, contexts, generations):
-            tools = conv.info.get("tools") or None
+        for conv, built, gen, tools in zip(conversations, contexts, generations, all_tools):
             action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
-            tool_calls = parse_tool_calls(action)[1] if tools else []
             reply = {"role": "assistant", "content": action}
             self._remember([*conv.messages, reply], tools,
                            (gen.prompt_ids + gen.completion_ids, gen.ended_with_eos, [*built, reply]))
             out.append(Completion(text=action, prompt_ids=gen.prompt_ids, completion_ids=gen.completion_ids,
                                   logprobs=gen.logprobs, entropies=gen.entropies,
-                                  finish_reason=gen.finish_reason, tool_calls=tool_calls or None))
+                                  finish_reason=gen.finish_reason))
+            # no Completion.tool_calls: the env gets the generated text itself (its parser reads
+            # <tool_call> blocks), so the history holds exactly what the model wrote
         return out
 
-    def _prompt(self, conv: Conversation) -> tuple[list[int], list[dict]]:
+    def _prompt(self, conv: Conversation, tools: list[dict] | None) -> tuple[list[int], list[dict]]:
         """Token ids and messages for this turn, extending the previous turn's ids when possible."""
-        tools = conv.info.get("tools") or None
         if self.prompt.history == "full":
             for i in range(len(conv.messages) - 1, -1, -1):
                 if conv.messages[i].get("role") != "assistant":
@@ -302,7 +305,7 @@ class HFPolicy:
                 eos_text = self.tokenizer.decode([ids[-1]]) if ended_eos else ""
                 rest = end[len(eos_text):] if eos_text and end.startswith(eos_text) else end
                 return ids + self.encode_text(rest + full[len(before):]), built
-        built = build_messages(conv, self.prompt)
+        built = build_messages(conv, self.prompt, has_tools=bool(tools))
         return self.encode(built, tools), built
 
     def _remember(self, messages: list[dict], tools, value) -> None:

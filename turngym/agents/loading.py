@@ -14,7 +14,8 @@ Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampl
 (``temperature``, ``top_p``, ``top_k``, ``max_new_tokens``/``max_tokens``, ``stop`` as ``a|b``),
 prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible``,
 ``system_prompt``), ``batch_size``, ``device``, ``dtype`` for ``hf``, and ``model``, ``api_key``,
-``concurrency``, ``max_retries``, ``timeout`` for ``openai``. Values given as text are converted.
+``concurrency``, ``max_retries``, ``timeout``, ``logprobs``, ``token_ids`` for ``openai``. Values given
+as text are converted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ _HF_KEYS = {"temperature": float, "top_p": float, "top_k": int, "max_new_tokens"
             "include_stop_str": "bool", "batch_size": int, "seed": int, "cache_size": int}
 _HF_LOAD_KEYS = {"device": str, "dtype": str}
 _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
-                "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int}
+                "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int,
+                "logprobs": "bool", "token_ids": "bool"}
 
 
 def load_policy(spec: str, **options: Any):

@@ -17,6 +17,7 @@ The cache lives in ``$TURNGYM_CACHE`` if set, else ``$XDG_CACHE_HOME/turngym``, 
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -116,13 +117,17 @@ def load_tokenizer(name_or_path: str = DEFAULT_MODEL):
 
 
 def save_model(model, tokenizer, path: str | os.PathLike) -> None:
-    """Save model and tokenizer as safetensors, including models that were loaded from GGUF.
+    """Save model and tokenizer as safetensors, including GGUF-loaded and LoRA-wrapped models.
 
     transformers refuses ``save_pretrained`` on a GGUF-loaded model although its weights are
     plain tensors; rebuilding the model from the same config without the quantization entry and
     copying the state dict in gives an identical, saveable model.
     """
     path = Path(path)
+    if hasattr(model, "merge_and_unload"):
+        # a peft (LoRA) model: save base + adapter merged, so ``hf:PATH`` loads a plain checkpoint;
+        # merge a copy, since merging in place would end the caller's training
+        model = copy.deepcopy(model).merge_and_unload()
     if getattr(model.config, "quantization_config", None) is not None:
         model = _without_gguf_marker(model)
     path.mkdir(parents=True, exist_ok=True)

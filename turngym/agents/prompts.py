@@ -21,9 +21,11 @@ reads those back.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,10 +93,13 @@ def decorate_observation(message: dict[str, Any], info: dict[str, Any], config: 
     return {**message, "content": f"{message.get('content') or ''}\n\nAdmissible actions:\n{listing}"}
 
 
-def build_messages(conv: Conversation, config: PromptConfig) -> list[dict[str, Any]]:
-    """The chat a model sees this turn (system prompt, history per ``config.history``)."""
+def build_messages(conv: Conversation, config: PromptConfig, has_tools: bool | None = None) -> list[dict[str, Any]]:
+    """The chat a model sees this turn (system prompt, history per ``config.history``).
+
+    ``has_tools`` says whether the episode plays through tools (default: ``info["tools"]`` is set).
+    """
     body = [dict(m) for m in conv.messages if m.get("role") != "system"]
-    has_tools = bool(conv.info.get("tools"))
+    has_tools = bool(conv.info.get("tools")) if has_tools is None else has_tools
     system = {"role": "system", "content": system_text(conv, config, has_tools)}
     if body:
         body[-1] = decorate_observation(body[-1], conv.info, config)
@@ -133,6 +138,37 @@ def _turn_result(turn: list[dict]) -> str:
 def _one_line(text: Any, limit: int = 80) -> str:
     line = " ".join(str(text or "").split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class ToolMemory:
+    """The tool specs of each running episode.
+
+    Envs announce ``info["tools"]`` on reset only, so a policy keeps them for the episode's later
+    turns (keyed by ``info["episode_id"]``, else by the episode's opening messages).
+    """
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._tools: OrderedDict[str, list[dict]] = OrderedDict()
+
+    def __call__(self, conv: Conversation) -> list[dict] | None:
+        key = _episode_key(conv)
+        tools = conv.info.get("tools")
+        if tools:
+            self._tools[key] = tools
+            self._tools.move_to_end(key)
+            while len(self._tools) > self.size:
+                self._tools.popitem(last=False)
+            return tools
+        return self._tools.get(key)
+
+
+def _episode_key(conv: Conversation) -> str:
+    episode = conv.info.get("episode_id")
+    if episode:
+        return f"{conv.env_id}|{episode}"
+    opening = json.dumps(conv.messages[:2], sort_keys=True, default=str)
+    return conv.env_id + "|" + hashlib.blake2b(opening.encode(), digest_size=16).hexdigest()
 
 
 # ----- replies -> actions --------------------------------------------------------------------

@@ -8,6 +8,7 @@ asked ``act_in_env(env)`` inside the worker that owns the env, because it reads 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,3 +38,12 @@ class Policy(Protocol):
 
 def as_completion(out: Completion | str) -> Completion:
     return out if isinstance(out, Completion) else Completion(text=str(out))
+
+
+def completion_action(completion: Completion | str) -> str:
+    """The env action for a completion: its text, or, when a server already parsed tool calls
+    (``Completion.tool_calls``), those calls as OpenAI JSON (which the tool-call parsers read)."""
+    calls = getattr(completion, "tool_calls", None)
+    if calls:
+        return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+    return completion if isinstance(completion, str) else completion.text

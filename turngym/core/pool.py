@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
-from turngym.core.policy import Conversation, as_completion
+from turngym.core.policy import Conversation, as_completion, completion_action
 from turngym.core.records import Step, Trajectory
 from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
@@ -379,7 +379,7 @@ class EnvPool:
                     for slot, out in zip(waiting, outs):
                         running[slot].completion = as_completion(out)
                         outbox.setdefault(self.slot_host[slot], []).append(
-                            ("step", slot, running[slot].completion.text))
+                            ("step", slot, completion_action(running[slot].completion)))
                 waiting = []
             for h in list(outbox):
                 if h not in busy:

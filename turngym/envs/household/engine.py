@@ -1,22 +1,28 @@
 """The household rules engine: world state, ALFWorld's rules, admissible commands, observations.
 
-Independent of Gymnasium, so several agents can share one world (the co-op env builds on it).
+Independent of Gymnasium, and every per-agent datum (location, held object) is keyed by agent
+name, so several agents can share one world (the co-op env builds on it):
 
     game  = build_game(task_id)                  # generator.py: static, cached per task id
-    world = World(game, agents=("agent",))       # fresh mutable state; cheap (no deep copies)
-    world.admissible("agent")  -> sorted list[str]  (shared cached list: do not mutate)
-    world.is_admissible("agent", command) -> bool
-    world.execute("agent", command) -> (observation, valid)   # invalid: "Nothing happens."
-    world.intro() / world.look("agent") / world.signature() / world.state_dict()
+    world = World(game, agents=("alice", "bob")) # fresh mutable state; cheap (no deep copies)
+    world.admissible("alice")  -> sorted list[str]  (shared cached list: do not mutate)
+    world.is_admissible("alice", command) -> bool
+    world.execute("alice", command) -> (observation, valid)   # invalid: "Nothing happens."
+    world.intro() / world.overview() / world.look("alice")     # texts
+    world.key(*extra) -> str    stable digest of the true state (+ extra, e.g. a goal index)
+    world.state_dict() -> dict  the same state, readable;  world.clone() -> World (for planners)
     world.agents[name].location  (receptacle name or None = middle of the room)
     world.agents[name].holding   (object name or None)
     world.where[obj] -> receptacle name, or "@<agent>" while held
     world.contents[rec] -> sorted list of objects in/on it
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
+    (read these freely; change the state only through execute(), which keeps key() in step)
+    game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
+    expert.expert_action(world, agent, goal) -> next command for that agent (plans from now)
 
-Goal checks live in tasks.py, the oracle in expert.py. Admissible lists are cached on the Game
-keyed by everything they depend on (location, held object, open or not, what is there), so
-repeated states, across resets and envs of the same game, cost one dict lookup.
+Admissible lists are cached per process, keyed by the game and everything they depend on
+(location, held object, open or not, what is there), so repeated states, across resets and envs
+of the same game, cost one dict lookup.
 """
 
 from __future__ import annotations
@@ -29,7 +35,13 @@ from turngym.envs.household import data
 from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
+READ_ONLY = ("look", "inventory", "examine ")  # commands that never change the state
+_FLAG_VERBS = frozenset({"open", "close", "heat", "cool", "clean", "use", "slice"})
 NOT_ADMISSIBLE = "not an admissible command"
+# (task id, what the commands depend on) -> sorted commands; shared by every world in the
+# process, emptied when full (~1 kB an entry)
+ADMISSIBLE_CACHE_SIZE = 65_536
+_admissible_cache: dict[tuple, list[str]] = {}
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
           "cool": ("cool", "hot", data.COOLERS, data.COOLABLE),
           "clean": ("clean", None, data.CLEANERS, data.CLEANABLE)}
@@ -60,6 +72,22 @@ class World:
         self.clean: set[str] = set()
         self.sliced: set[str] = set()
         self.lit: set[str] = set()
+        self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
+
+    def clone(self) -> World:
+        """An independent copy (shallow per container: names are immutable strings)."""
+        other = object.__new__(World)
+        other.game = self.game
+        other.agents = {}
+        for name, a in self.agents.items():
+            b = other.agents[name] = Agent(name)
+            b.location, b.holding = a.location, a.holding
+        other.where = dict(self.where)
+        other.contents = {r: list(v) for r, v in self.contents.items()}
+        for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
+            setattr(other, flag, set(getattr(self, flag)))
+        other._flags_text = self._flags_text
+        return other
 
     # ----- queries ------------------------------------------------------------------------------
     def obj_type_of(self, name: str) -> str:
@@ -69,26 +97,23 @@ class World:
         """Can one see into / take from / put into ``rec`` now?"""
         return self.game.rec_type[rec] not in data.OPENABLE or rec in self.opened
 
-    def admissible(self, agent: str) -> list[str]:
-        return self._admissible(agent)[0]
-
     def is_admissible(self, agent: str, command: str) -> bool:
-        return command in self._admissible(agent)[1]
+        return command in self.admissible(agent)  # a list of ~10-40: a scan beats a set's memory
 
-    def _admissible(self, agent: str) -> tuple[list[str], frozenset[str]]:
+    def admissible(self, agent: str) -> list[str]:
+        """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
         a = self.agents[agent]
         loc, held = a.location, a.holding
         here = tuple(self.contents[loc]) if loc is not None else ()
         knife = held is not None and self.game.obj_type[held] in data.KNIVES
-        key = (loc, held, loc in self.opened, here,
+        key = (self.game.task_id, loc, held, loc in self.opened, here,
                tuple(o for o in here if o in self.sliced) if knife else ())
-        cache = self.game.admissible_cache
+        cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
-            if len(cache) > 50_000:  # bound memory on very long random runs
+            if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
                 cache.clear()
-            commands = self._commands(loc, held, here)
-            hit = cache[key] = (commands, frozenset(commands))
+            hit = cache[key] = self._commands(loc, held, here)
         return hit
 
     def _commands(self, loc: str | None, held: str | None, here: tuple[str, ...]) -> list[str]:
@@ -136,6 +161,8 @@ class World:
                 prefix = f"You walk to the {data.ROOM_NAMES[rooms[target]]}. "
             a.location = target
             return f"{prefix}You arrive at {target}. {self.describe(target)}", True
+        if verb in _FLAG_VERBS:
+            self._flags_text = None
         if verb == "open":
             self.opened.add(rest)
             return f"You open the {rest}. {self.describe(rest)}", True
@@ -231,14 +258,13 @@ class World:
 
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
-        parts = [self.game.task_id, *map(str, extra)]
-        for n, a in sorted(self.agents.items()):
-            parts += (n, a.location or "-", a.holding or "-")
-        parts += self.where.values()
-        for flags in (self.opened, self.hot, self.cool, self.clean, self.sliced, self.lit):
-            parts.append("|")
-            parts += sorted(flags)
-        return hashlib.blake2b(";".join(parts).encode(), digest_size=12).hexdigest()
+        agents = "".join([f"{n};{a.location};{a.holding};" for n, a in sorted(self.agents.items())])
+        flags = self._flags_text
+        if flags is None:
+            flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
+                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}")
+        text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
+        return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def state_dict(self) -> dict:
         return {"agents": {n: {"location": a.location, "holding": a.holding}

@@ -6,7 +6,7 @@ from typing import Any
 
 from turngym.core.env import TurnEnv
 from turngym.envs.household import generator
-from turngym.envs.household.engine import NOT_ADMISSIBLE, World, lenient_command, strict_command
+from turngym.envs.household.engine import NOT_ADMISSIBLE, READ_ONLY, World, lenient_command, strict_command
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import goal_progress
 
@@ -79,6 +79,7 @@ class HouseholdEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
         game = generator.build_game(task["task_id"])
         self.world = World(game, (AGENT,))
         self.goal_index = 0
@@ -96,7 +97,8 @@ class HouseholdEnv(TurnEnv):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)
         success = False
-        if valid:  # an invalid command changed nothing: key and progress stay as they were
+        # an invalid or read-only command changed nothing: key and progress stay as they were
+        if valid and not command.startswith(READ_ONLY):
             goals = world.game.goals
             done = goal_progress(world, goals[self.goal_index])
             while done >= 1.0 and self.goal_index + 1 < len(goals):

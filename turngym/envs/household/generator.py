@@ -28,6 +28,8 @@ SPLIT_SIZES = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
 SPLITS = tuple(SPLIT_SIZES)
 KINDS = ("room", "easy", "house", "seq")
 EASY_RECEPTACLES = 4
+MIN_DISTRACTOR_TYPES = 4
+GAME_CACHE_SIZE = 4096  # built games kept (~13 kB each; all train games of a kind fit)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,6 @@ class Game:
     order: dict[str, int] = field(default_factory=dict)  # display rank of every name
     by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> objects/receptacles
     goto: dict[str | None, list[str]] = field(default_factory=dict)  # location -> "go to" commands
-    admissible_cache: dict = field(default_factory=dict)  # state of a location -> (list, set)
     initial_contents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # rec -> objects
 
     def __post_init__(self) -> None:
@@ -78,6 +79,7 @@ class Game:
             self.goto[r] = [c for c in every if c != f"go to {r}"]
 
 
+@lru_cache(maxsize=16384)  # names repeat across games ("cabinet 3"): sort keys are reused
 def _natural(name: str) -> tuple[str, int]:
     base, _, num = name.rpartition(" ")
     return (base, int(num)) if num.isdigit() else (name, 0)
@@ -106,7 +108,7 @@ def room_layout(room_type: str, index: int) -> RoomLayout:
     rng.shuffle(receptacles)
     types = {t for t, _ in receptacles}
     fits = [o for o in data.ROOM_OBJECTS[room_type] if any(o in data.ACCEPTS[t] for t in types)]
-    keep = max(6, round(len(fits) * rng.uniform(0.55, 0.85)))
+    keep = max(8, round(len(fits) * rng.uniform(0.55, 0.85)))
     objects = tuple(sorted(rng.sample(fits, min(keep, len(fits)))))
     return RoomLayout(room_type, index, tuple(receptacles), objects, lamp_holder)
 
@@ -175,7 +177,7 @@ def parse_task_id(task_id: str) -> tuple[str, str, list[tuple[str, int]], list[s
 
 
 # ----- games -----------------------------------------------------------------------------------
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=GAME_CACHE_SIZE)
 def build_game(task_id: str) -> Game:
     kind, _, rooms, task_list = parse_task_id(task_id)
     rng = random.Random(task_id)
@@ -219,6 +221,8 @@ def build_game(task_id: str) -> Game:
             chosen = rng.sample(pool, min(len(pool), rng.randint(2, 3)))
         else:
             chosen = [o for o in pool if rng.random() < 0.75]
+            if len(chosen) < min(MIN_DISTRACTOR_TYPES, len(pool)):  # keep the search non-trivial
+                chosen = rng.sample(pool, min(MIN_DISTRACTOR_TYPES, len(pool)))
         for o in chosen:
             counts[(lay.room_type, o)] = rng.choice((1, 1, 1, 2, 2, 3))
 
@@ -278,23 +282,24 @@ def _placeable(otype: str, lay: RoomLayout, room_recs: dict[str, list[str]],
 
 def _choose_goals(task_list: list[str], layouts: list[RoomLayout], rec_type: dict[str, str],
                   rng: random.Random) -> tuple[Goal, ...]:
-    rec_types = sorted(set(rec_type.values()))
+    del rec_type  # the layouts name the same receptacle types
     goals: list[Goal] = []
     for task_type in task_list:
-        options = _goal_options(task_type, layouts, rec_types, goals)
+        options = _goal_options(task_type, tuple(layouts), tuple(goals))
         fresh = [g for g in options if all(g.obj_type != old.obj_type for old in goals)]
         options = fresh or options
         if not options:  # cannot happen with the tables in data.py; keep the error readable
             raise RuntimeError(f"no feasible {task_type} goal in {[lay.room_type for lay in layouts]}")
-        options = sorted(set(options))
         goals.append(rng.choice(options))
     return tuple(goals)
 
 
-def _goal_options(task_type: str, layouts: list[RoomLayout], rec_types: list[str],
-                  earlier: list[Goal]) -> list[Goal]:
+@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many games
+def _goal_options(task_type: str, layouts: tuple[RoomLayout, ...],
+                  earlier: tuple[Goal, ...]) -> tuple[Goal, ...]:
     """Every feasible goal of a task type; a goal repeating an earlier goal's object type must
     name another receptacle type (so it is not met by the earlier one, and both can start)."""
+    rec_types = sorted({t for lay in layouts for t, _ in lay.receptacles})
     taken = {(g.obj_type, g.rec_type) for g in earlier}
     blocked: dict[str, set[str]] = {}
     for g in earlier:
@@ -321,7 +326,7 @@ def _goal_options(task_type: str, layouts: list[RoomLayout], rec_types: list[str
                 avoid = blocked.get(otype, set()) | {rtype}
                 if any(otype in data.ACCEPTS[t] and t not in avoid for t in room_types):
                     options.append(Goal(task_type, otype, rtype))
-    return options
+    return tuple(sorted(set(options)))
 
 
 def _processing(task_type: str) -> tuple[frozenset[str] | None, frozenset[str]]:

@@ -1,0 +1,357 @@
+"""Shop env: catalog, search, goals and splits, pages and actions, observation modes, the oracle."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+
+import pytest
+
+import turngym
+from turngym.envs.shop import goals as goals_mod
+from turngym.envs.shop.catalog import catalog_size, generate_catalog, load_webshop_json
+from turngym.envs.shop.search import open_catalog, query_terms
+
+MODES = ("text", "text_rich", "html")
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = turngym.make("turngym/Shop-v0")
+    yield e
+    e.close()
+
+
+# ----- catalog and search ---------------------------------------------------------------------
+
+def test_generator_is_seeded_and_webshop_shaped():
+    a, b = generate_catalog(300, seed=1), generate_catalog(300, seed=1)
+    assert a == b
+    assert generate_catalog(300, seed=2) != a
+    assert len({p["asin"] for p in a}) == 300
+    assert len({p["category"] for p in a}) >= 6
+    p = a[0]
+    assert set(p) >= {"asin", "title", "category", "product_category", "query", "price", "options",
+                      "attributes", "bullet_points", "description", "rating", "reviews"}
+    assert re.fullmatch(r"B0[0-9A-Z]{8}", p["asin"])
+    assert len(p["product_category"].split(" › ")) == 3
+    assert catalog_size("100k") == 100_000 and catalog_size("1k") == 1000 and catalog_size(250) == 250
+    with pytest.raises(ValueError, match="catalog_size"):
+        catalog_size("huge")
+
+
+def test_catalog_is_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNGYM_CACHE_DIR", str(tmp_path))
+    cat = open_catalog(120, seed=5)
+    assert cat.path.parent == tmp_path / "shop" and cat.path.exists()
+    mtime = cat.path.stat().st_mtime_ns
+    assert open_catalog(120, seed=5) is cat  # shared in the process
+    cat.close()
+    from turngym.envs.shop import search
+    search._OPEN.clear()  # a new process: the file is reused, not rebuilt
+    again = open_catalog(120, seed=5)
+    assert again.path.stat().st_mtime_ns == mtime and again.size == 120
+    assert not [f for f in os.listdir(tmp_path / "shop") if f.endswith(".tmp")]
+    again.close()
+    search._OPEN.clear()
+
+
+def test_bm25_search(env):
+    cat = env.catalog
+    product = cat.product_at(7)
+    hits = cat.search(product["title"])
+    assert hits[0] == product["asin"] or product["asin"] in hits[:5]
+    assert len(cat.search("shampoo hair")) <= 50
+    assert cat.search("the and of") == []  # stop words only
+    assert query_terms("I need a Sulfate-free shampoo!") == ["sulfate", "free", "shampoo"]
+    # bm25: a product naming the query in its title beats one that mentions it less
+    top = cat.product(cat.search("dog leash")[0])
+    assert "leash" in top["title"].lower()
+
+
+# ----- goals and splits -----------------------------------------------------------------------
+
+def test_splits_are_fixed_and_disjoint(env):
+    test, evl, train = env.task_ids("test"), env.task_ids("eval"), env.task_ids("train")
+    assert len(test) == 500 and len(evl) == 1000 and len(train) >= 1000
+    assert test[0].endswith("/00000") and evl[0].endswith("/00500") and train[0].endswith("/01500")
+    assert not set(test) & set(evl) and not set(test) & set(train)
+    with pytest.raises(ValueError, match="split"):
+        env.task_ids("validation")
+
+
+def test_goals_do_not_depend_on_call_order(env):
+    cat = env.catalog
+    forward = [goals_mod.make_goal(cat, i) for i in (3, 700, 2000)]
+    backward = [goals_mod.make_goal(cat, i) for i in (2000, 700, 3)][::-1]
+    assert forward == backward
+    assert env.get_task(env.task_ids("test")[3]) == forward[0]
+
+
+def test_goal_price_clause_admits_target(env):
+    for tid in env.task_ids("test")[:200]:
+        goal = env.get_task(tid)
+        target = env.catalog.product(goal["asin"])
+        bound = goal["price_upper"]
+        # the bound is one of the next four multiples of $10 above the price, and the larger of two
+        above = [10.0 * k for k in range(1, 100) if 10.0 * k > target["price"]][:4]
+        assert bound in above[1:] and target["price"] < bound
+        assert f"price lower than {bound:.2f} dollars" in goal["instruction_text"]
+        for value in goal["goal_options"]:
+            assert any(value in vals for vals in target["options"].values())
+            assert value in goal["instruction_text"]
+        assert set(goal["attributes"]) <= set(target["attributes"])
+
+
+# ----- pages and actions ----------------------------------------------------------------------
+
+def _first_test_task(env):
+    return {"task_id": env.task_ids("test")[0]}
+
+
+def test_invalid_actions_change_nothing(env):
+    obs, info = env.reset(seed=0, options=_first_test_task(env))
+    key = info["state_key"]
+    for bad in ["click[buy now]", "hello", "search[]", "click[nothing here]", ""]:
+        obs, reward, term, trunc, info = env.step(bad)
+        assert not info["action_valid"] and info["parse_error"] and info["state_key"] == key
+        assert obs.startswith("Invalid action:") and not term
+    env.step("search[tea]")
+    obs, _, _, _, info = env.step("search[coffee]")  # search only on the search page
+    assert not info["action_valid"] and "back to search" in info["parse_error"]
+    assert "click[back to search]" in info["admissible_actions"]
+
+
+def test_navigation_and_pagination(env):
+    obs, info = env.reset(seed=0, options=_first_test_task(env))
+    assert info["admissible_actions"] == ["search[<your query>]"]
+    obs, _, _, _, info = env.step("I think I should search. Action: search[shampoo for dry hair]")
+    assert info["action_valid"] and "Page 1 (Total results: 50)" in obs
+    assert "click[next >]" in info["admissible_actions"] and "click[< prev]" not in info["admissible_actions"]
+    products = [a for a in info["admissible_actions"] if re.fullmatch(r"click\[b0[0-9a-z]{8}\]", a)]
+    assert len(products) == 10
+    for _ in range(4):
+        obs, _, _, _, info = env.step("click[next >]")
+    assert "Page 5 (Total results: 50)" in obs and "click[next >]" not in info["admissible_actions"]
+    obs, _, _, _, info = env.step("click[< prev]")
+    assert "Page 4" in obs
+    asin = next(a for a in info["admissible_actions"] if a.startswith("click[b0"))
+    obs, _, _, _, info = env.step(asin.upper())  # action words are case-insensitive
+    assert info["action_valid"] and "click[buy now]" in info["admissible_actions"]
+    for tab in ("description", "features", "reviews"):
+        obs, _, _, _, info = env.step(f"click[{tab}]")
+        assert info["admissible_actions"] == ["click[back to search]", "click[< prev]"]
+        obs, _, _, _, info = env.step("click[< prev]")
+        assert "click[buy now]" in info["admissible_actions"]
+    obs, _, _, _, info = env.step("click[< prev]")
+    assert "Page 4" in obs
+    env.step(asin)
+    obs, _, _, _, info = env.step("click[back to search]")
+    assert info["admissible_actions"] == ["search[<your query>]"]
+
+
+def _play(env_id: str, actions_from) -> list[tuple]:
+    e = turngym.make(env_id)
+    obs, info = e.reset(seed=0, options={"task_id": e.task_ids("test")[1]})
+    trace = []
+    for _ in range(12):
+        action = actions_from(e)
+        obs, reward, term, trunc, info = e.step(action)
+        trace.append((action, reward, info["admissible_actions"], info["state_key"], info["reward_components"]))
+        for a in info["admissible_actions"]:
+            label = a[len("click["):-1]
+            if a.startswith("click["):
+                assert label in html.unescape(obs).lower(), (env_id, label)
+        if term or trunc:
+            break
+    e.close()
+    return trace
+
+
+@pytest.mark.parametrize("policy", ["expert", "detour"])
+def test_modes_agree(policy):
+    def detour(e):
+        # visit a wrong product, a sub-page, choose a wrong option, then follow the expert
+        page = e.session.page
+        if page.kind == "results" and not e.session.visited:
+            return [a for a in e.admissible_actions() if a.startswith("click[b0")][-1]
+        if page.kind == "item" and page.asin != e.task["asin"] and not page.options:
+            opts = [c.label for c in e.session.clickables() if c.kind == "option"]
+            return f"click[{opts[0]}]" if opts else "click[features]"
+        return e.expert_action()
+
+    choose = (lambda e: e.expert_action()) if policy == "expert" else detour
+    traces = {mode: _play(env_id, choose) for mode, env_id in
+              zip(MODES, ["turngym/Shop-Text-v0", "turngym/Shop-v0", "turngym/Shop-HTML-v0"])}
+    assert traces["text"] == traces["text_rich"] == traces["html"]
+    assert traces["text"][-1][1] > 0  # ended with a purchase
+
+
+def test_observation_modes_look_right():
+    shown = {}
+    for env_id in ("turngym/Shop-Text-v0", "turngym/Shop-v0", "turngym/Shop-HTML-v0"):
+        e = turngym.make(env_id)
+        e.reset(seed=0, options={"task_id": e.task_ids("test")[0]})
+        e.step(e.expert_action())
+        e.step(e.expert_action())  # on the target's item page
+        obs, *_ = e.step(e.expert_action())  # one option chosen
+        shown[e.observation_mode] = obs
+        e.close()
+    assert shown["text"].startswith("WebShop [SEP] Instruction: [SEP] ") and "[SEP] Buy Now" in shown["text"]
+    assert "[button] Buy Now [button_]" in shown["text_rich"]
+    assert "[clicked button]" in shown["text_rich"] and "You have clicked" in shown["text_rich"]
+    page = shown["html"]
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    assert "http://" not in page and "https://" not in page  # self-contained: no CDN
+    assert 'aria-pressed="true"' in page and '<form method="post" action="/buy/' in page
+
+
+def test_purchase_ends_episode_with_reward_info(env):
+    obs, info = env.reset(seed=0, options={"task_id": env.task_ids("test")[2]})
+    while True:
+        obs, reward, term, trunc, info = env.step(env.expert_action())
+        if term or trunc:
+            break
+    assert term and reward == 1.0 and info["is_success"] and info["done_reason"] == "purchased"
+    assert set(info["reward_components"]) == {"attributes", "options", "price"}
+    assert set(info["extra"]["reward_details"]) >= {"r_att", "r_option", "r_price", "r_type", "w_att",
+                                                    "w_option", "w_price"}
+    assert "Your score (min 0.0, max 1.0)" in obs and info["admissible_actions"] == []
+
+
+def test_invalid_action_penalty_and_bad_config():
+    e = turngym.make("turngym/Shop-v0", invalid_action_penalty=0.1)
+    e.reset(seed=0)
+    _, reward, _, _, info = e.step("dance")
+    assert reward == pytest.approx(-0.1) and info["reward_components"] == {"invalid_action": -0.1}
+    e.close()
+    with pytest.raises(ValueError, match="observation_mode"):
+        turngym.make("turngym/Shop-v0", observation_mode="pdf")
+    with pytest.raises(ValueError, match="task_id"):
+        turngym.make("turngym/Shop-v0").get_task("catalog-1000-s0-v1/99999999")
+
+
+def test_registered_variants():
+    ids = {s.id: s for s in turngym.list_envs() if s.family == "shop"}
+    assert {"turngym/Shop-v0", "turngym/Shop-Text-v0", "turngym/Shop-HTML-v0", "turngym/Shop-100-v0",
+            "turngym/Shop-10k-v0", "turngym/Shop-100k-v0"} <= set(ids)
+    assert ids["turngym/Shop-v0"].max_episode_steps == 15
+    assert ids["turngym/Shop-v0"].kwargs == {"catalog_size": "1k", "observation_mode": "text_rich"}
+    assert ids["turngym/Shop-100k-v0"].kwargs["catalog_size"] == "100k"  # built by the benchmark only
+
+
+# ----- the oracle -----------------------------------------------------------------------------
+
+def test_expert_solves_test_split(env):
+    ids = env.task_ids("test")
+    wins = 0
+    for tid in ids:
+        env.reset(seed=0, options={"task_id": tid})
+        while True:
+            obs, reward, term, trunc, info = env.step(env.expert_action())
+            if term or trunc:
+                break
+        wins += info["is_success"]
+    assert wins / len(ids) >= 0.98
+
+
+def test_expert_through_pool_on_small_catalog():
+    policy = __import__("turngym.agents.basic", fromlist=["ExpertPolicy"]).ExpertPolicy()
+    with turngym.EnvPool("turngym/Shop-100-v0", num_envs=2, backend="thread") as pool:
+        trajs = pool.rollout(policy, turngym.make("turngym/Shop-100-v0").task_ids("test")[:20], seed=0)
+    assert sum(t.success for t in trajs) >= 19
+
+
+# ----- WebShop's own files --------------------------------------------------------------------
+
+WEBSHOP_ITEMS = [
+    {"asin": "B09AAAAAA1", "name": "Cozy Fleece Throw Blanket for Couch", "category": "furniture",
+     "query": "throw blanket", "product_category": "Home & Kitchen › Bedding › Blankets & Throws › Throws",
+     "pricing": [24.99, 29.99], "full_description": "A warm fleece throw.",
+     "small_description": ["Machine washable", "Super soft fleece"], "average_rating": "4.5",
+     "customization_options": {"Color": [{"value": "Navy Blue", "image": None}, {"value": "Grey", "image": None}],
+                               "Size": [{"value": "50x60", "image": None}, {"value": "60x80", "image": None}]}},
+    {"asin": "B09AAAAAA2", "name": "Stainless Steel Water Bottle 32 oz", "category": "grocery",
+     "query": "water bottle", "product_category": "Sports & Outdoors › Outdoor Recreation › Water Bottles",
+     "pricing": "$15.00", "full_description": "Keeps drinks cold for 24 hours.",
+     "small_description": ["Leak proof lid"], "average_rating": "N.A.", "customization_options": {}},
+    {"asin": "B09AAAAAA3", "name": "No price, dropped", "pricing": []},
+]
+WEBSHOP_ATTRS = {"B09AAAAAA1": {"attributes": ["machine washable", "super soft"],
+                                "instruction": "i want a machine washable fleece throw blanket",
+                                "instruction_attributes": ["machine washable"]},
+                 "B09AAAAAA2": {"attributes": ["leak proof", "bpa free"]}}
+WEBSHOP_HUMAN = {"B09AAAAAA1": [{"asin": "B09AAAAAA1", "instruction": "i need a soft navy blue throw blanket",
+                                 "instruction_attributes": ["super soft"], "instruction_options": ["navy blue"]}],
+                 "B09AAAAAA2": [{"asin": "B09AAAAAA2", "instruction": "find a leak proof water bottle",
+                                 "instruction_attributes": ["leak proof"], "instruction_options": []}]}
+
+
+def _write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_webshop_json_loader(tmp_path):
+    items = _write(tmp_path, "items_shuffle_1000.json", WEBSHOP_ITEMS)
+    attrs = _write(tmp_path, "items_ins_v2_1000.json", WEBSHOP_ATTRS)
+    human = _write(tmp_path, "items_human_ins.json", WEBSHOP_HUMAN)
+    products, goals = load_webshop_json(items, attrs, human)
+    assert [p["asin"] for p in products] == ["B09AAAAAA1", "B09AAAAAA2"]
+    blanket = products[0]
+    assert blanket["price"] == 24.99 and blanket["options"] == {"color": ["Navy Blue", "Grey"],
+                                                               "size": ["50x60", "60x80"]}
+    assert blanket["attributes"] == ["machine washable", "super soft"] and blanket["rating"] == 4.5
+    assert products[1]["price"] == 15.0 and products[1]["rating"] == 0.0
+    assert len(goals) == 2 and goals[0]["options"] == ["navy blue"]
+
+
+def test_webshop_catalog_plays_end_to_end(tmp_path):
+    from turngym.envs.shop.search import import_webshop
+
+    path = import_webshop(tmp_path / "webshop.sqlite", _write(tmp_path, "items.json", WEBSHOP_ITEMS),
+                          _write(tmp_path, "attrs.json", WEBSHOP_ATTRS),
+                          _write(tmp_path, "human.json", WEBSHOP_HUMAN))
+    e = turngym.make("turngym/Shop-v0", catalog_path=str(path), split="test")
+    ids = e.task_ids("test")
+    assert len(ids) == 2  # the two human goals, all in test (indices 0 and 1)
+    for tid in ids:
+        obs, info = e.reset(seed=0, options={"task_id": tid})
+        while True:
+            obs, reward, term, trunc, info = e.step(e.expert_action())
+            if term or trunc:
+                break
+        assert reward == 1.0, (tid, info["extra"])
+    goal = e.get_task(ids[0])
+    assert goal["instruction_text"].startswith(("i need a soft navy blue throw blanket", "find a leak proof"))
+    e.close()
+
+
+def test_postings_engine_ranks_exactly_like_fts5(env):
+    # the numpy path (used from 5k products up) evaluates FTS5's bm25() over FTS5's own index
+    cat = env.catalog
+    queries = [goals_mod.make_goal(cat, i)["instruction_text"] for i in range(150)]
+    queries += [cat.product_at(i)["title"] for i in range(50)] + ["running shoes", "zzz unknown word"]
+    for q in queries:
+        assert cat.search(q, cache=False, engine="postings") == cat.search(q, cache=False, engine="fts5"), q
+    with pytest.raises(ValueError, match="engine"):
+        cat.search("tea", cache=False, engine="lucene")
+
+
+def test_postings_engine_on_long_documents(tmp_path):
+    # token counts >= 128 take multi-byte varints in FTS5's docsize records
+    from turngym.envs.shop.search import Catalog, _varints, build_store
+
+    assert _varints(bytes([0x82, 0x2C, 0x05])) == [300, 5]
+    products = generate_catalog(60, seed=3)
+    for i, p in enumerate(products[:20]):
+        p["description"] = " ".join([p["description"]] * (3 + i))  # 60 to 500+ tokens
+    build_store(tmp_path / "long.sqlite", products)
+    cat = Catalog(tmp_path / "long.sqlite")
+    for p in products[:30]:
+        q = p["title"] + " " + p["attributes"][0]
+        assert cat.search(q, cache=False, engine="postings") == cat.search(q, cache=False, engine="fts5"), q
+    cat.close()

@@ -1,0 +1,236 @@
+"""``turngym serve-policy``: a local model (``HFPolicy``) behind an OpenAI-compatible HTTP API.
+
+Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (non-streaming; ``tools``, ``n``,
+``stop``, ``seed``, ``logprobs``, and vLLM's ``return_token_ids``), ``GET /health``.
+
+Concurrent requests with the same sampling options are batched into one ``generate`` call:
+a worker thread takes the oldest request, gathers the others that wait with the same options
+(up to ``--batch-size`` rows), and answers them all. With tools in the request, Hermes-style
+``<tool_call>{...}</tool_call>`` blocks in the reply come back parsed as ``tool_calls``.
+
+    turngym serve-policy --model runs/exp1/checkpoint --port 8000
+    turngym eval turngym/Household-v0 --policy openai:http://127.0.0.1:8000/v1
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the handlers' annotations at run time.
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from typing import Any
+
+from turngym.agents.prompts import parse_tool_calls
+
+
+class _Batcher:
+    """One worker thread that runs generation; requests with equal options share a batch."""
+
+    def __init__(self, policy, max_rows: int, wait_s: float = 0.005):
+        self.policy, self.max_rows, self.wait_s = policy, max_rows, wait_s
+        self.queue: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="serve-policy-generate", daemon=True)
+        self.thread.start()
+
+    def submit(self, prompts: list[list[int]], options: dict[str, Any]) -> Future:
+        future: Future = Future()
+        self.queue.put((prompts, options, future))
+        return future
+
+    def close(self) -> None:
+        self.queue.put(None)
+
+    def _run(self) -> None:
+        import torch
+
+        held: list = []  # requests taken from the queue whose options differed from the batch's
+        while True:
+            first = held.pop(0) if held else self.queue.get()
+            if first is None:
+                return
+            batch, rows = [first], len(first[0])
+            deadline = time.monotonic() + self.wait_s
+            while rows < self.max_rows:
+                try:
+                    item = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    held.append(None)
+                    break
+                if item[1] == first[1] and rows + len(item[0]) <= self.max_rows:
+                    batch.append(item)
+                    rows += len(item[0])
+                else:
+                    held.append(item)
+            options = dict(first[1])
+            seed = options.pop("seed", None)
+            try:
+                if seed is not None:
+                    torch.manual_seed(seed)
+                generations = self.policy.generate([p for item in batch for p in item[0]], **options)
+            except Exception as e:  # answer every waiting request, keep serving
+                for item in batch:
+                    item[2].set_exception(e)
+                continue
+            start = 0
+            for prompts, _, future in batch:
+                future.set_result(generations[start:start + len(prompts)])
+                start += len(prompts)
+
+
+def create_app(policy, served_name: str, api_key: str | None = None, batch_size: int = 8,
+               default_max_tokens: int = 256):
+    """A FastAPI app serving ``policy`` (an ``HFPolicy``) under the model name ``served_name``."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI, Request
+    from fastapi.concurrency import run_in_threadpool
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, Field
+
+    batcher = _Batcher(policy, max_rows=batch_size)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.close()
+
+    class ChatRequest(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        model: str | None = None
+        messages: list[dict[str, Any]] = Field(min_length=1)
+        tools: list[dict[str, Any]] | None = None
+        temperature: float | None = Field(default=None, ge=0)
+        top_p: float | None = Field(default=None, gt=0, le=1)
+        max_tokens: int | None = Field(default=None, ge=1)
+        max_completion_tokens: int | None = Field(default=None, ge=1)
+        stop: str | list[str] | None = None
+        n: int = Field(default=1, ge=1, le=64)
+        seed: int | None = None
+        logprobs: bool = False
+        stream: bool = False
+        return_token_ids: bool = False
+
+    app = FastAPI(title="turngym serve-policy", lifespan=lifespan)
+
+    def error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None):
+        return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}},
+                            status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return error(400, f"{where or 'request'}: {first.get('msg', 'invalid request')}", param=where)
+
+    @app.middleware("http")
+    async def check_key(request: Request, call_next):
+        if api_key and request.url.path.startswith("/v1/"):
+            if request.headers.get("authorization", "") != f"Bearer {api_key}":
+                return error(401, "invalid API key", kind="authentication_error")
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": served_name, "object": "model", "created": 0,
+                                            "owned_by": "turngym"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatRequest):
+        if req.model and req.model != served_name:
+            return error(404, f"model {req.model!r} not found; this server serves {served_name!r}",
+                         kind="not_found_error", param="model")
+        if req.stream:
+            return error(400, "stream: streaming is not supported by turngym serve-policy", param="stream")
+        try:
+            prompt_ids = policy.encode(req.messages, req.tools)
+        except Exception as e:  # a template that cannot render these messages
+            return error(400, f"messages: cannot render with the chat template: {e}", param="messages")
+        options: dict[str, Any] = {
+            "temperature": 1.0 if req.temperature is None else req.temperature,
+            "top_p": 1.0 if req.top_p is None else req.top_p,
+            "max_new_tokens": req.max_completion_tokens or req.max_tokens or default_max_tokens,
+            "stop": [req.stop] if isinstance(req.stop, str) else list(req.stop or []),
+        }
+        if req.seed is not None:
+            options["seed"] = req.seed
+        generations = await run_in_threadpool(batcher.submit([prompt_ids] * req.n, options).result)
+        choices = [_choice(i, gen, policy.tokenizer, bool(req.tools), req.logprobs, req.return_token_ids)
+                   for i, gen in enumerate(generations)]
+        completion_tokens = sum(len(g.completion_ids) for g in generations)
+        body = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                "model": served_name, "choices": choices,
+                "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion_tokens,
+                          "total_tokens": len(prompt_ids) + completion_tokens}}
+        if req.return_token_ids:
+            body["prompt_token_ids"] = prompt_ids
+        return body
+
+    return app
+
+
+def _choice(index: int, gen, tokenizer, with_tools: bool, logprobs: bool, token_ids: bool) -> dict[str, Any]:
+    content, calls = parse_tool_calls(gen.text) if with_tools else (gen.text, [])
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    choice: dict[str, Any] = {"index": index, "message": message,
+                              "finish_reason": "tool_calls" if calls else gen.finish_reason, "logprobs": None}
+    if logprobs:
+        choice["logprobs"] = {"content": [
+            {"token": (piece := tokenizer.decode([tok])), "logprob": lp,
+             "bytes": list(piece.encode("utf-8")), "top_logprobs": []}
+            for tok, lp in zip(gen.completion_ids, gen.logprobs)]}
+    if token_ids:
+        choice["token_ids"] = gen.completion_ids
+    return choice
+
+
+# ----- the command ---------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", default="smollm2-135m",
+                        help="smollm2-135m (default) | tiny | a checkpoint directory | a .gguf file "
+                             "(an hf: prefix is accepted)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-model-name", help="the model name clients use (default: --model)")
+    parser.add_argument("--api-key", help="require this bearer key (default: $TURNGYM_API_KEY, else none)")
+    parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    parser.add_argument("--batch-size", type=int, default=8, help="most rows in one generate call")
+    parser.add_argument("--max-tokens", type=int, default=256, help="default max_tokens of a request")
+    parser.add_argument("--log-level", default="info", help="uvicorn log level")
+
+
+def run(args) -> int:
+    import os
+
+    import uvicorn
+
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+    from turngym.cli import CLIError
+
+    name = args.model.removeprefix("hf:")
+    if not 1 <= args.port <= 65535:
+        raise CLIError(f"--port: {args.port} is not a TCP port (1-65535)")
+    if args.batch_size < 1:
+        raise CLIError(f"--batch-size: must be >= 1, got {args.batch_size}")
+    try:
+        model, tokenizer = load_model(name, device=args.device, dtype=args.dtype)
+        policy = HFPolicy(model, tokenizer, batch_size=args.batch_size, name=f"hf:{name}")
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        raise CLIError(str(e)) from None
+    api_key = args.api_key or os.environ.get("TURNGYM_API_KEY") or None
+    app = create_app(policy, args.served_model_name or name, api_key=api_key, batch_size=args.batch_size,
+                     default_max_tokens=args.max_tokens)
+    print(f"serving {name} at http://{args.host}:{args.port}/v1", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

@@ -1,0 +1,1 @@
+"""Browser GUI envs: real Chromium through Playwright (MiniWoB++ tasks, shop pages)."""

@@ -1,0 +1,156 @@
+"""A sealed-bid auction series: two players, one budget each, many items.
+
+Each round one item goes up for sale; both players bid at once (``bid[AMOUNT]``, a whole number
+no larger than their remaining budget). The higher bid wins the item and pays its bid; on a tie
+the item goes unsold. Item values are public and the whole schedule is shown at the start, so
+play is a long-horizon budgeting problem: money spent early is gone for the rest of the game.
+After the last round the player with more points wins (+1), the other loses (-1); a tie gives 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import numpy as np
+
+from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket
+
+INT = re.compile(r"^\$?\s*(\d{1,6})$")
+
+
+class Auction(TextGame):
+    possible_agents = ("player_0", "player_1")
+    name = "auction"
+    max_turns = 40
+
+    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        rounds = int(rng.integers(6, 11))
+        return {"values": [int(v) for v in rng.integers(1, 10, size=rounds)], "budget": 100}
+
+    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+        self.task, self.rng = task, np.random.default_rng(seed)
+        self.turn, self.over, self.done_reason = 0, False, None
+        self.round = 0
+        self.budget = {a: task["budget"] for a in self.possible_agents}
+        self.points = {a: 0 for a in self.possible_agents}
+        self.bids: dict[str, int] = {}
+        schedule = ", ".join(str(v) for v in task["values"])
+        first = {a: f"You have ${task['budget']}. Item values, in order: {schedule}. "
+                    f"Round 1: an item worth {task['values'][0]}. Your bid?"
+                 for a in self.possible_agents}
+        return first
+
+    def instructions(self, agent: str) -> str:
+        return ("You play a series of sealed-bid auctions against one opponent. Each round, bid on "
+                "the item with bid[AMOUNT] (a whole number up to your remaining budget); the higher "
+                "bid wins the item and pays its bid; ties leave the item unsold. Whoever has more "
+                "points at the end wins.")
+
+    def acting(self) -> list[str]:
+        return [] if self.over else [a for a in self.possible_agents if a not in self.bids]
+
+    def state(self) -> Any:
+        return {"round": self.round, "budget": self.budget, "points": self.points,
+                "bids": self.bids, "over": self.over}
+
+    def _parse(self, agent: str, action: str) -> tuple[int | None, str | None]:
+        body = parse_bracket(action, "bid")
+        m = INT.match(body) if body is not None else None
+        if not m:
+            return None, "A bid looks like bid[12]: a whole number of dollars."
+        amount = int(m.group(1))
+        if amount > self.budget[agent]:
+            return None, f"You only have ${self.budget[agent]} left."
+        return amount, None
+
+    def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
+        out: dict[str, Outcome] = {}
+        for agent in self.acting():
+            if agent not in actions:
+                continue
+            amount, error = self._parse(agent, actions[agent])
+            if error:
+                out[agent] = Outcome(f"{error} Bid again.", 0.0, {"action_valid": False, "parse_error": error})
+            else:
+                self.bids[agent] = amount
+        if len(self.bids) < len(self.possible_agents):
+            for a in self.possible_agents:
+                out.setdefault(a, Outcome("Bid received; waiting for your opponent." if a in self.bids
+                                          else "Your bid?", 0.0, {}))
+            return out
+        self.turn += 1
+        value = self.task["values"][self.round]
+        p0, p1 = self.possible_agents
+        b0, b1 = self.bids[p0], self.bids[p1]
+        winner = p0 if b0 > b1 else p1 if b1 > b0 else None
+        if winner:
+            self.budget[winner] -= self.bids[winner]
+            self.points[winner] += value
+        self.round += 1
+        self.bids = {}
+        if self.round >= len(self.task["values"]):
+            self.over, self.done_reason = True, "finished"
+        elif self.turn >= self.max_turns:
+            self.over, self.done_reason = True, "max_turns"
+        for a in self.possible_agents:
+            other = p1 if a == p0 else p0
+            who = "You win" if winner == a else "Your opponent wins" if winner else "A tie: nobody wins"
+            text = (f"Bids: you {self.bids_last(a, b0, b1)}, opponent {self.bids_last(other, b0, b1)}. "
+                    f"{who} the item worth {value}. Points: you {self.points[a]}, opponent "
+                    f"{self.points[other]}. Budget left: ${self.budget[a]}.")
+            if self.over:
+                diff = self.points[a] - self.points[other]
+                result = 1.0 if diff > 0 else -1.0 if diff < 0 else 0.0
+                text += f" Game over: you {'win' if result > 0 else 'lose' if result < 0 else 'tie'}."
+                out[a] = Outcome(text, result, {"is_success": result > 0, "progress": 1.0,
+                                                "reward_components": {"outcome": result}})
+            else:
+                nxt = self.task["values"][self.round]
+                out[a] = Outcome(text + f" Round {self.round + 1}: an item worth {nxt}. Your bid?", 0.0,
+                                 {"progress": self.round / len(self.task["values"])})
+        return out
+
+    def bids_last(self, agent: str, b0: int, b1: int) -> str:
+        return f"${b0 if agent == self.possible_agents[0] else b1}"
+
+    def _proportional_bid(self, agent: str) -> int:
+        return proportional_bid(self.task["values"], self.round, self.budget[agent])
+
+    def scripted_action(self, agent: str) -> str:
+        """The strong scripted opponent: spend in proportion to the value still to come."""
+        return f"bid[{self._proportional_bid(agent)}]"
+
+    def expert_action(self, agent: str) -> str:
+        """Best response to the scripted opponent, found by search: the oracle knows its rule, so
+        each round it can win (outbid by one), tie (match: nobody pays) or let it have the item."""
+        other = next(a for a in self.possible_agents if a != agent)
+        lead = self.points[agent] - self.points[other]
+        _, bid = _best_response(tuple(self.task["values"]), self.round, self.budget[agent],
+                                self.budget[other], lead)
+        return f"bid[{bid}]"
+
+
+def proportional_bid(values, round_: int, budget: int) -> int:
+    if round_ == len(values) - 1:
+        return budget
+    remaining = sum(values[round_:])
+    return min(budget, int(budget * values[round_] / max(remaining, 1) * 1.3) + 1)
+
+
+@functools.lru_cache(maxsize=100_000)
+def _best_response(values: tuple[int, ...], round_: int, mine: int, theirs: int,
+                   lead: int) -> tuple[tuple[int, int], int]:
+    """((outcome, final lead), bid): the best outcome, then the best margin, against the rule."""
+    if round_ == len(values):
+        return ((lead > 0) - (lead < 0), lead), 0
+    their_bid = proportional_bid(values, round_, theirs)
+    value = values[round_]
+    options = [(_best_response(values, round_ + 1, mine, theirs - their_bid, lead - value)[0], 0)]
+    if their_bid <= mine:   # tie: the item stays unsold, nobody pays
+        options.append((_best_response(values, round_ + 1, mine, theirs, lead)[0], their_bid))
+    if their_bid + 1 <= mine:
+        options.append((_best_response(values, round_ + 1, mine - their_bid - 1, theirs, lead + value)[0],
+                        their_bid + 1))
+    return max(options)

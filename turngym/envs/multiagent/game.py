@@ -1,0 +1,118 @@
+"""The engine interface behind every multi-agent env.
+
+A ``TextGame`` is a multi-agent text game; the PettingZoo Parallel and AEC envs
+(``pettingzoo_api.py``) and ``SingleAgentView`` (``single_agent.py``) all drive one through the
+same few methods:
+
+    task_ids(split), get_task(task_id)     stable task ids, task rows
+    reset(task, seed) -> {agent: obs}      first observation of every agent
+    acting() -> [agent, ...]               whose actions the next ``step`` needs (one agent in
+                                           turn-based games, several in simultaneous ones)
+    step({agent: action}) -> {agent: Outcome}   one outcome per agent (acting or not)
+    state()                                canonical true state (hashed into ``state_key``)
+    over, done_reason, turn                whether and why the game ended; the game's turn count
+    instructions(agent), admissible_actions(agent), expert_action(agent)
+
+A malformed or impossible action of an acting agent changes nothing: that agent gets an
+observation saying why (``action_valid=False``) and still has to act.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from turngym.core.env import StepInfo, state_key
+
+
+@dataclass
+class Outcome:
+    observation: str
+    reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)   # StepInfo fields for this agent
+
+
+class TextGame:
+    possible_agents: tuple[str, ...] = ()
+    name = "game"
+    max_turns = 50
+
+    def __init__(self) -> None:
+        self.task: dict[str, Any] = {}
+        self.rng = np.random.default_rng(0)
+        self.turn = 0
+        self.over = False
+        self.done_reason: str | None = None
+
+    # -- tasks ---------------------------------------------------------------------------------
+    splits = {"train": 2000, "test": 200}
+
+    def task_ids(self, split: str) -> list[str]:
+        if split not in self.splits:
+            raise ValueError(f"split: {split!r} is not one of {sorted(self.splits)}")
+        return [f"{self.name}-{split}-{i}" for i in range(self.splits[split])]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        prefix, _, index = task_id.rpartition("-")
+        split = prefix.removeprefix(f"{self.name}-")
+        if not prefix.startswith(f"{self.name}-") or split not in self.splits or not index.isdigit() \
+                or int(index) >= self.splits[split]:
+            raise ValueError(f"task_id: unknown {task_id!r} (expected {self.name}-<split>-<index>)")
+        # a task depends only on its id: same on every machine and worker
+        rng = np.random.default_rng(int(state_key(task_id)[:12], 16))
+        return {"task_id": task_id, "split": split, **self.generate(rng)}
+
+    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- play ----------------------------------------------------------------------------------
+    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+        raise NotImplementedError
+
+    def acting(self) -> list[str]:
+        raise NotImplementedError
+
+    def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        raise NotImplementedError
+
+    def instructions(self, agent: str) -> str:
+        return ""
+
+    def admissible_actions(self, agent: str) -> list[str] | None:
+        return None
+
+    def expert_action(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def scripted_action(self, agent: str) -> str:
+        """The default opponent/partner for a seat the learner does not control."""
+        return self.expert_action(agent)
+
+
+def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, Any] | None = None,
+               reward: float = 0.0, key: str | None = None) -> dict[str, Any]:
+    """The StepInfo dict of one agent: the same keys as every single-agent env. ``key`` is the
+    state key when the caller already computed it for this step (it is the same for all agents)."""
+    fields = dict(fields or {})
+    extra = {"agent": agent, **fields.pop("extra", {})}
+    components = fields.pop("reward_components", None) or {"reward": reward}
+    info = StepInfo(turn=game.turn, task_id=game.task["task_id"], episode_id=episode_id,
+                    state_key=key or state_key(game.state()),
+                    admissible_actions=game.admissible_actions(agent) if not game.over else None,
+                    reward_components=components, extra=extra, **fields)
+    if game.over and info.done_reason is None:
+        info.done_reason = game.done_reason
+    return info.to_dict()
+
+
+def parse_bracket(action: str, verb: str) -> str | None:
+    """The text inside ``verb[...]`` (case-insensitive verb), or None when it is not that verb."""
+    text = action.strip()
+    if text.lower().startswith(verb + "[") and text.endswith("]"):
+        return text[len(verb) + 1:-1].strip()
+    return None

@@ -1,0 +1,189 @@
+"""One seat of a multi-agent game as a Gymnasium env, and rollouts with several learners.
+
+``SingleAgentView`` plays every other seat with a given policy ("expert", "random", or any
+``Policy``), so the single-agent trainers and EnvPool train one seat unchanged.
+``multiagent_rollout`` plays a game with one policy per seat and returns one Trajectory per
+seat per episode, so each learning agent gets its own trajectories and its own credit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from turngym.core.env import TurnEnv
+from turngym.core.policy import Conversation, as_completion
+from turngym.core.records import Step, Trajectory
+from turngym.envs.multiagent.game import TextGame
+from turngym.envs.multiagent.pettingzoo_api import ParallelTextEnv
+
+RANDOM_ACTIONS = {
+    "negotiation": ["accept", "walk away", "say[hello]", "offer[{item} for {price}]"],
+    "auction": ["bid[{price}]"],
+}
+
+
+def game_class(name: str) -> type[TextGame]:
+    from turngym.envs.multiagent import GAMES
+
+    if name not in GAMES:
+        raise ValueError(f"game: {name!r} is not one of {sorted(GAMES)}")
+    return GAMES[name]
+
+
+class _SeatPlayer:
+    """Chooses the actions of a seat the learner does not control."""
+
+    def __init__(self, spec: Any, agent: str, game: TextGame, seed: int):
+        if isinstance(spec, str) and spec not in ("scripted", "expert", "random"):
+            raise ValueError(f"others: {spec!r} must be 'scripted', 'expert', 'random' or a Policy object")
+        self.spec, self.agent, self.game = spec, agent, game
+        self.rng = np.random.default_rng(seed)
+        self.messages: list[dict] = []
+        self.info: dict[str, Any] = {}
+
+    def observe(self, info: dict[str, Any]) -> None:
+        self.messages.extend(info.get("messages", []))
+        self.info = info
+
+    def act(self) -> str:
+        if self.spec == "scripted":
+            return self.game.scripted_action(self.agent)
+        if self.spec == "expert":
+            return self.game.expert_action(self.agent)
+        if self.spec == "random":
+            admissible = self.game.admissible_actions(self.agent)
+            if admissible:
+                return admissible[int(self.rng.integers(len(admissible)))]
+            options = RANDOM_ACTIONS.get(self.game.name, ["noop"])
+            template = options[int(self.rng.integers(len(options)))]
+            items = self.game.task.get("items") or ["item"]
+            return template.format(item=items[int(self.rng.integers(len(items)))],
+                                   price=int(self.rng.integers(0, 60)))
+        completion = as_completion(self.spec.act([Conversation(messages=self.messages, info=self.info)])[0])
+        self.messages.append({"role": "assistant", "content": completion.text})
+        return completion.text
+
+
+class SingleAgentView(TurnEnv):
+    """Seat ``seat`` of game ``game``; the other seats are played by ``others``."""
+
+    def __init__(self, game: str = "negotiation", seat: str | None = None, others: Any = "scripted",
+                 game_kwargs: dict[str, Any] | None = None, **kwargs):
+        self.game = game_class(game)(**(game_kwargs or {}))
+        self.default_split = "train"
+        super().__init__(**kwargs)
+        self.seat = seat or self.game.possible_agents[0]
+        if self.seat not in self.game.possible_agents:
+            raise ValueError(f"seat: {self.seat!r} is not one of {list(self.game.possible_agents)}")
+        self.others_spec = others
+        self.parallel = ParallelTextEnv(self.game, split=self.split)
+        self.players: dict[str, _SeatPlayer] = {}
+
+    def task_ids(self, split=None):
+        return self.game.task_ids(split or self.split)
+
+    def get_task(self, task_id):
+        return self.game.get_task(task_id)
+
+    def instructions(self) -> str:
+        return self.game.instructions(self.seat)
+
+    def state(self):
+        return self.game.state()
+
+    def admissible_actions(self):
+        return None if self.game.over else self.game.admissible_actions(self.seat)
+
+    def expert_action(self) -> str:
+        return self.game.expert_action(self.seat)
+
+    def _reset(self, task):
+        obs, infos = self.parallel.reset(seed=self.episode_seed, options={"task": task})
+        self.players = {}
+        for i, agent in enumerate(a for a in self.game.possible_agents if a != self.seat):
+            spec = self.others_spec.get(agent, "scripted") if isinstance(self.others_spec, dict) else self.others_spec
+            self.players[agent] = _SeatPlayer(spec, agent, self.game, self.episode_seed + i + 1)
+            self.players[agent].observe(infos[agent])
+        texts, reward, fields = self._advance([obs[self.seat]], 0.0, {})
+        return "\n".join(texts), {}
+
+    def _step(self, action):
+        actions = {a: self.players[a].act() for a in self.game.acting() if a != self.seat}
+        actions[self.seat] = action
+        texts, reward, fields = self._advance([], 0.0, {}, actions)
+        done = self.game.over
+        truncated = done and self.game.done_reason == "max_turns"
+        return "\n".join(texts), reward, done and not truncated, truncated, fields
+
+    def _advance(self, texts: list[str], reward: float, fields: dict, actions: dict | None = None):
+        """Step the game until the seat must act again or the game ends."""
+        while actions is not None or (not self.game.over and self.seat not in self.game.acting()):
+            if actions is None:
+                actions = {a: self.players[a].act() for a in self.game.acting()}
+            obs, rewards, _, _, infos = self.parallel.step(actions)
+            actions = None
+            texts.append(obs[self.seat])
+            reward += rewards[self.seat]
+            seat_info = infos[self.seat]
+            if not fields:  # validity of the seat's own action is decided by the first step
+                fields = {k: seat_info[k] for k in ("action_valid", "parse_error")}
+            for k in ("is_success", "progress", "done_reason"):
+                fields[k] = seat_info[k]
+            fields["extra"] = seat_info["extra"]
+            for agent, player in self.players.items():
+                player.observe(infos[agent])
+            if self.game.over:
+                break
+        if fields:
+            fields["reward_components"] = {"reward": reward}
+        return texts, reward, fields
+
+
+def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], group_size: int = 1,
+                       seed: int = 0, max_steps: int = 200) -> dict[str, list[Trajectory]]:
+    """Play ``game`` with one policy per seat; one Trajectory per seat per episode.
+
+    A seat's policy is a ``Policy`` or "scripted"/"expert"/"random". Each seat's Steps hold only its own
+    turns (its observation, its action, the rewards it received), so credit is per agent:
+    feed ``result[agent]`` to any advantage estimator.
+    """
+    cls = game_class(game)
+    out: dict[str, list[Trajectory]] = {a: [] for a in cls.possible_agents}
+    for i, task_id in enumerate(tasks):
+        for member in range(group_size):
+            g = cls()
+            env = ParallelTextEnv(g)
+            obs, infos = env.reset(seed=seed + i, options={"task_id": task_id})
+            group_id = f"{task_id}@{seed + i}"
+            players = {a: _SeatPlayer(policies.get(a, "scripted"), a, g, seed + i + k)
+                       for k, a in enumerate(g.possible_agents)}
+            trajs = {a: Trajectory(env_id=f"multiagent/{game}", task_id=task_id, seed=seed + i,
+                                   group_id=f"{group_id}/{a}", trajectory_id=f"{group_id}/{a}#{member}",
+                                   initial_observation=obs[a], initial_info=infos[a],
+                                   metadata={"agent": a}) for a in g.possible_agents}
+            last = {a: (obs[a], infos[a]) for a in g.possible_agents}
+            for a, p in players.items():
+                p.observe(infos[a])
+            steps = 0
+            while not g.over and steps < max_steps:
+                acting = g.acting()
+                actions = {a: players[a].act() for a in acting}
+                obs, rewards, terms, truncs, infos = env.step(actions)
+                steps += 1
+                for a in g.possible_agents:
+                    players[a].observe(infos[a])
+                    if a in actions:
+                        trajs[a].steps.append(Step(
+                            turn=len(trajs[a].steps), observation=last[a][0], action=actions[a],
+                            reward=rewards[a], terminated=terms[a], truncated=truncs[a],
+                            state_key=last[a][1]["state_key"], info=infos[a]))
+                    elif trajs[a].steps:  # rewards that arrive while waiting still count
+                        trajs[a].steps[-1].reward += rewards[a]
+                    last[a] = (obs[a], infos[a])
+            for a, t in trajs.items():
+                t.episode_return = sum(s.reward for s in t.steps)
+                t.success = bool(last[a][1]["is_success"])
+                out[a].append(t)
+    return out

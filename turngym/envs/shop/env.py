@@ -1,0 +1,167 @@
+"""ShopEnv: the WebShop-style shopping task as a turngym env.
+
+The agent reads an instruction ("i need a sulfate free shampoo ... price lower than 40.00
+dollars"), searches, browses results and items, picks options and buys. Reward is WebShop's
+purchase score (``turngym.envs.shop.reward``) on ``click[buy now]``, 0 on every other step
+(minus ``invalid_action_penalty`` on an invalid action, 0 by default; RL papers use 0.1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from turngym.core.env import TurnEnv
+from turngym.envs.shop import goals as goals_mod
+from turngym.envs.shop.pages import ShopSession
+from turngym.envs.shop.render import OBSERVATION_MODES, render
+from turngym.envs.shop.reward import FUZZY_THRESHOLD, normalize_color
+from turngym.envs.shop.search import Catalog, open_catalog
+
+INSTRUCTIONS = """You are shopping in a web shop. Follow the instruction at the top of each page and buy \
+the product that best matches it.
+Actions (one per turn):
+  search[keywords]   search the catalog (only on the search page)
+  click[x]           click a button: a product id, an option value, "back to search", "next >",
+                     "< prev", "description", "features", "reviews" or "buy now"
+Choose every option the instruction asks for before you click[buy now]; buying ends the episode \
+and scores how well the product, its options and its price match the instruction."""
+
+
+class ShopEnv(TurnEnv):
+    """A WebShop-style shop. Observation modes: text, text_rich, html."""
+
+    default_split = "train"
+
+    def __init__(self, catalog_size: int | str = "1k", catalog_seed: int = 0, catalog_path: str | None = None,
+                 observation_mode: str = "text_rich", invalid_action_penalty: float = 0.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        if observation_mode not in OBSERVATION_MODES:
+            raise ValueError(f"observation_mode: {observation_mode!r} is not a mode; "
+                             f"allowed: {list(OBSERVATION_MODES)}")
+        if not isinstance(invalid_action_penalty, (int, float)) or invalid_action_penalty < 0:
+            raise ValueError(f"invalid_action_penalty: {invalid_action_penalty!r} must be a number >= 0")
+        self.observation_mode = observation_mode
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.catalog: Catalog = open_catalog(catalog_size, catalog_seed, catalog_path)
+        self.session: ShopSession | None = None
+        self._goal_cache: dict[str, dict[str, Any]] = {}
+        self._expert_searches = 0
+
+    # ----- tasks --------------------------------------------------------------------------------
+    def task_ids(self, split: str | None = None) -> list[str]:
+        split = split or self.split
+        total = goals_mod.num_goals(self.catalog)
+        return [goals_mod.task_id(self.catalog, i) for i in goals_mod.split_range(split, total)]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        goal = self._goal_cache.get(task_id)
+        if goal is None:
+            goal = goals_mod.make_goal(self.catalog, goals_mod.parse_task_id(self.catalog, task_id))
+            if len(self._goal_cache) > 10_000:
+                self._goal_cache.clear()
+            self._goal_cache[task_id] = goal
+        return goal
+
+    # ----- episode ------------------------------------------------------------------------------
+    def instructions(self) -> str:
+        return INSTRUCTIONS
+
+    def _observe(self) -> str:
+        return render(self.session.view(), self.observation_mode)
+
+    def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        missing = {"asin", "instruction_text", "attributes", "goal_options", "price_upper"} - set(task)
+        if missing:
+            raise ValueError(f"reset options: task row lacks {sorted(missing)}")
+        self.session = ShopSession(catalog=self.catalog, goal=task)
+        self._expert_searches = 0
+        return self._observe(), {"extra": {"goal": task["instruction_text"]}}
+
+    def _step(self, action: str):
+        session = self.session
+        error = session.apply(action)
+        if error is not None:
+            penalty = -self.invalid_action_penalty
+            obs = f"Invalid action: {error}.\n\n{self._observe()}"
+            return obs, penalty, False, False, {
+                "action_valid": False, "parse_error": error, "reward_components": {"invalid_action": penalty}}
+        if not session.done:
+            return self._observe(), 0.0, False, False, {}
+        reward = session.reward
+        success = math.isclose(reward, 1.0, abs_tol=1e-9)
+        return self._observe(), reward, True, False, {
+            "reward_components": dict(session.reward_components),
+            "is_success": success, "progress": reward, "done_reason": "purchased",
+            "extra": {"reward_details": dict(session.reward_details), "purchase": session.purchase},
+        }
+
+    def state(self) -> Any:
+        return self.session.state() if self.session is not None else {}
+
+    def admissible_actions(self) -> list[str] | None:
+        return self.session.admissible_actions() if self.session is not None else None
+
+    def render(self):
+        if self.render_mode == "ansi" and self.session is not None:
+            return self._observe()
+        return None
+
+    def close(self):
+        self.session = None
+        super().close()
+
+    # ----- oracle -------------------------------------------------------------------------------
+    def expert_action(self) -> str:
+        """Search with the instruction's words, find the target (up to 5 result pages; else search
+        its exact title), open it, choose the goal's options, buy."""
+        session, goal = self.session, self.task
+        page = session.page
+        target = goal["asin"].upper()
+        if page.kind == "search":
+            self._expert_searches += 1
+            if self._expert_searches == 1:
+                return f"search[{goal_keywords(goal['instruction_text'])}]"
+            return f"search[{goal['name']}]"
+        labels = {c.label for c in session.clickables()}
+        if page.kind == "results":
+            if target.lower() in labels:
+                return f"click[{target.lower()}]"
+            if "next >" in labels and page.page < 5:
+                return "click[next >]"
+            return "click[back to search]"
+        if page.kind == "detail" or page.asin != target:
+            return "click[< prev]" if page.kind == "detail" else "click[back to search]"
+        product = session.catalog.product(target)
+        chosen = dict(page.options)
+        for wanted in goal["goal_options"]:
+            group, value = best_option(product["options"], wanted)
+            if group is not None and chosen.get(group) != value and value.lower() in labels:
+                return f"click[{value.lower()}]"
+        return "click[buy now]"
+
+
+def goal_keywords(instruction: str) -> str:
+    """The product part of an instruction: everything before its option and price clauses."""
+    text = instruction
+    for cut in (", with ", ", and price lower than"):
+        if cut in text:
+            text = text[:text.index(cut)]
+    return text
+
+
+def best_option(options: dict[str, list[str]], wanted: str) -> tuple[str | None, str]:
+    """The (group, value) of a product that matches a goal option best (exact first, then fuzzy)."""
+    for group, values in options.items():
+        for value in values:
+            if value.lower() == wanted.lower():
+                return group, value
+    best, best_score = (None, ""), FUZZY_THRESHOLD
+    for group, values in options.items():
+        for value in values:
+            score = fuzz.token_set_ratio(normalize_color(value), normalize_color(wanted))
+            if score > best_score:
+                best, best_score = (group, value), score
+    return best

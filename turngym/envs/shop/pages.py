@@ -1,0 +1,294 @@
+"""The shop's page state machine, shared by the text env, the web server and the browser env.
+
+A ``Page`` is an immutable description of what is on screen (search box, a results page, an item
+with chosen options, one of its sub-pages, or the done page). A ``ShopSession`` holds one
+shopper's goal, current page, visited items and purchase. Every clickable on a page is a
+``Clickable``: its lower-cased label (what ``click[...]`` names), the text shown, the page it
+leads to, and the URL that page has on the website (see ``turngym.envs.shop.web``).
+
+Actions (WebShop's): ``search[keywords]`` on the search page; ``click[label]`` where the label is
+a lower-cased button text (``back to search``, ``next >``, ``< prev``, ``description``,
+``features``, ``reviews``, ``buy now``), a product id, or an option value. ``click[buy now]``
+scores the purchase and ends the session. An invalid action changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from turngym.envs.shop.reward import purchase_reward
+from turngym.envs.shop.search import Catalog
+
+RESULTS_PER_PAGE = 10
+DETAIL_TABS = ("description", "features", "reviews")
+_ACTION = re.compile(r"\b(search|click)\s*\[(.*?)\]", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Page:
+    kind: str = "search"  # search | results | item | detail | done
+    query: str = ""
+    page: int = 1
+    asin: str = ""
+    options: tuple[tuple[str, str], ...] = ()  # chosen (group, value), in the product's group order
+    detail: str = ""  # description | features | reviews
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "query": self.query, "page": self.page, "asin": self.asin,
+                "options": [list(o) for o in self.options], "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Clickable:
+    label: str  # lower-cased: what click[...] names
+    text: str  # shown on the page
+    target: Page  # where it leads
+    kind: str = "button"  # button | product | option | buy
+    clicked: bool = False  # a chosen option or an already visited product
+    group: str = ""  # the option group of an option
+
+
+@dataclass(frozen=True)
+class Node:
+    """One piece of page content, in reading order: what the renderers turn into text or HTML."""
+
+    kind: str  # text | heading | instruction | searchbox | button | label | price
+    text: str = ""
+    clickable: Clickable | None = None
+
+
+@dataclass
+class ShopSession:
+    """One shopper: goal, page, visited items, purchase. ``apply`` is the whole state machine."""
+
+    catalog: Catalog
+    goal: dict[str, Any]
+    page: Page = field(default_factory=Page)
+    visited: list[str] = field(default_factory=list)
+    done: bool = False
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    reward_details: dict[str, Any] = field(default_factory=dict)
+    purchase: dict[str, Any] | None = None
+    _results: tuple[str, list[str]] | None = None
+    _clickables: tuple[tuple[Page, int], list[Clickable]] | None = None
+
+    # ----- queries ----------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"task_id": self.goal["task_id"], "page": self.page.to_dict(), "visited": list(self.visited),
+                "done": self.done}
+
+    def results(self, query: str) -> list[str]:
+        if self._results is None or self._results[0] != query:
+            self._results = (query, self.catalog.search(query))
+        return self._results[1]
+
+    def num_result_pages(self, query: str) -> int:
+        return max(1, -(-len(self.results(query)) // RESULTS_PER_PAGE))
+
+    def clickables(self, page: Page | None = None) -> list[Clickable]:
+        """Everything clickable on ``page`` (default: the current one), in page order."""
+        page = page or self.page
+        key = (page, len(self.visited))  # visited only grows, and only marks products as clicked
+        if self._clickables is not None and self._clickables[0] == key:
+            return self._clickables[1]
+        out = self._make_clickables(page)
+        self._clickables = (key, out)
+        return out
+
+    def _make_clickables(self, page: Page) -> list[Clickable]:
+        back = Clickable("back to search", "Back to Search", Page("search"))
+        if page.kind == "search" or page.kind == "done":
+            return []
+        if page.kind == "results":
+            out = [back]
+            if page.page > 1:
+                out.append(Clickable("< prev", "< Prev", Page("results", page.query, page.page - 1)))
+            if page.page < self.num_result_pages(page.query):
+                out.append(Clickable("next >", "Next >", Page("results", page.query, page.page + 1)))
+            start = (page.page - 1) * RESULTS_PER_PAGE
+            for asin in self.results(page.query)[start:start + RESULTS_PER_PAGE]:
+                out.append(Clickable(asin.lower(), asin, Page("item", page.query, page.page, asin),
+                                     kind="product", clicked=asin in self.visited))
+            return out
+        product = self.catalog.product(page.asin)
+        if page.kind == "detail":
+            return [back, Clickable("< prev", "< Prev", Page("item", page.query, page.page, page.asin, page.options))]
+        out = [back, Clickable("< prev", "< Prev", Page("results", page.query, page.page))]
+        chosen = dict(page.options)
+        seen = {c.label for c in out}
+        for group, values in product["options"].items():
+            for value in values:
+                label = value.lower()
+                if label in seen:  # the first group that offers a value owns its label
+                    continue
+                seen.add(label)
+                out.append(Clickable(label, value, self._with_option(page, product, group, value),
+                                     kind="option", clicked=chosen.get(group) == value, group=group))
+        for tab in DETAIL_TABS:
+            out.append(Clickable(tab, tab.capitalize(), Page("detail", page.query, page.page, page.asin,
+                                                             page.options, tab)))
+        out.append(Clickable("buy now", "Buy Now", Page("done", page.query, page.page, page.asin, page.options),
+                             kind="buy"))
+        return out
+
+    @staticmethod
+    def _with_option(page: Page, product: dict, group: str, value: str) -> Page:
+        chosen = dict(page.options)
+        chosen[group] = value
+        ordered = tuple((g, chosen[g]) for g in product["options"] if g in chosen)
+        return Page("item", page.query, page.page, page.asin, ordered)
+
+    def admissible_actions(self) -> list[str]:
+        if self.done:
+            return []
+        if self.page.kind == "search":
+            return ["search[<your query>]"]
+        return [f"click[{c.label}]" for c in self.clickables()]
+
+    # ----- transitions ------------------------------------------------------------------------
+    def apply(self, action: str) -> str | None:
+        """Apply one ``search[...]`` / ``click[...]`` action. Returns None when it was applied,
+        else the reason it is invalid (and nothing changed)."""
+        if self.done:
+            return "the purchase is done; the episode is over"
+        matches = _ACTION.findall(action or "")
+        if not matches:
+            return "no action found; write search[keywords] or click[button], e.g. click[back to search]"
+        verb, arg = matches[-1]
+        verb, arg = verb.lower(), " ".join(arg.split())
+        if verb == "search":
+            if self.page.kind != "search":
+                return "search is only possible on the search page; click[back to search] first"
+            if not arg:
+                return "search[...] needs keywords"
+            self.go(Page("results", arg, 1))
+            return None
+        label = arg.lower()
+        for c in self.clickables():
+            if c.label == label:
+                self.go(c.target)
+                return None
+        here = [c.label for c in self.clickables()]
+        if not here:
+            return f"nothing to click on the {self.page.kind} page; use search[keywords]"
+        return f"no button {arg[:60]!r} on this page; clickable: {', '.join(here)}"
+
+    def go(self, page: Page) -> None:
+        """Move to ``page`` (a purchase when it is the done page). No legality check: the web
+        layer validates URLs with ``check_page`` first, ``apply`` only follows clickables."""
+        if page.kind == "item" and page.asin not in self.visited:
+            self.visited.append(page.asin)
+        if page.kind == "done" and not self.done:
+            product = self.catalog.product(page.asin)
+            self.reward, self.reward_components, self.reward_details = purchase_reward(
+                product, dict(page.options), self.goal)
+            self.purchase = {"asin": product["asin"], "options": dict(page.options)}
+            self.done = True
+        self.page = page
+
+    def check_page(self, page: Page) -> str | None:
+        """Why ``page`` cannot be shown (unknown product, option, tab or page number), or None."""
+        if page.kind not in ("search", "results", "item", "detail", "done"):
+            return f"unknown page kind {page.kind!r}"
+        if page.kind == "results" and not 1 <= page.page <= self.num_result_pages(page.query):
+            return f"results page {page.page} does not exist"
+        if page.kind in ("item", "detail", "done"):
+            product = self.catalog.product(page.asin)
+            if product is None:
+                return f"no product {page.asin!r}"
+            for group, value in page.options:
+                if value not in product["options"].get(group, []):
+                    return f"product {page.asin} has no {group} {value!r}"
+            if page.kind == "detail" and page.detail not in DETAIL_TABS:
+                return f"no tab {page.detail!r}; allowed: {', '.join(DETAIL_TABS)}"
+        return None
+
+    # ----- content ----------------------------------------------------------------------------
+    def view(self) -> list[Node]:
+        """The current page's content in reading order (renderers turn it into text or HTML)."""
+        page = self.page
+        nodes = [Node("instruction", "Instruction:"), Node("instruction", self.goal["instruction_text"])]
+        clicks = {c.label: c for c in self.clickables()}
+        if page.kind == "search":
+            nodes.append(Node("searchbox", "Search"))
+            return nodes
+        if page.kind == "done":
+            return nodes + self._done_view()
+        nodes.append(Node("button", clicks["back to search"].text, clicks["back to search"]))
+        if page.kind == "results":
+            total = len(self.results(page.query))
+            nodes.append(Node("text", f"Page {page.page} (Total results: {total})"))
+            for label in ("< prev", "next >"):
+                if label in clicks:
+                    nodes.append(Node("button", clicks[label].text, clicks[label]))
+            for c in clicks.values():
+                if c.kind == "product":
+                    product = self.catalog.product(c.text)
+                    nodes += [Node("button", c.text, c), Node("heading", product["title"]),
+                              Node("price", f"${product['price']:.2f}")]
+            return nodes
+        product = self.catalog.product(page.asin)
+        nodes.append(Node("button", "< Prev", clicks["< prev"]))
+        if page.kind == "detail":
+            return nodes + self._detail_view(product, page.detail)
+        group = None
+        for c in clicks.values():
+            if c.kind == "option":
+                if c.group != group:
+                    group = c.group
+                    nodes.append(Node("label", group))
+                nodes.append(Node("button", c.text, c))
+        nodes += [Node("heading", product["title"]), Node("price", f"Price: ${product['price']:.2f}"),
+                  Node("text", f"Rating: {product['rating']:.1f}" if product.get("rating") else "Rating: N.A.")]
+        for tab in DETAIL_TABS:
+            nodes.append(Node("button", clicks[tab].text, clicks[tab]))
+        nodes.append(Node("button", "Buy Now", clicks["buy now"]))
+        return nodes
+
+    @staticmethod
+    def _detail_view(product: dict, tab: str) -> list[Node]:
+        if tab == "description":
+            return [Node("text", product["description"] or "No description.")]
+        if tab == "features":
+            return [Node("text", b) for b in product["bullet_points"]] or [Node("text", "No features listed.")]
+        out = []
+        for r in product["reviews"]:
+            out += [Node("heading", r["title"]), Node("text", f"{r['score']} out of 5"), Node("text", r["body"])]
+        return out or [Node("text", "No reviews yet.")]
+
+    def _done_view(self) -> list[Node]:
+        d = self.reward_details
+        product = self.catalog.product(self.purchase["asin"]) if self.purchase else None
+        nodes = [Node("heading", "Thank you for shopping with us!")]
+        if product is not None:
+            chosen = ", ".join(f"{g}: {v}" for g, v in self.purchase["options"].items()) or "none"
+            nodes += [Node("text", f"Purchased: {product['title']} ({product['asin']})"),
+                      Node("text", f"Options: {chosen}"), Node("price", f"Price: ${product['price']:.2f}")]
+        nodes += [Node("text", "Your score (min 0.0, max 1.0)"), Node("heading", f"{self.reward:.4f}")]
+        if d:
+            parts = [f"{k}={d[k]:.2f}" for k in ("r_att", "r_option", "r_price", "r_type") if d.get(k) is not None]
+            nodes.append(Node("text", "Reward details: " + ", ".join(parts)))
+        return nodes
+
+
+# ----- URLs -----------------------------------------------------------------------------------
+
+def page_url(page: Page) -> str:
+    """The website path of a page. Item-family pages carry the search context and options so that
+    every page is a plain link: /item/B0ABC?q=...&page=2&o.size=large"""
+    if page.kind == "search":
+        return "/"
+    params: list[tuple[str, str]] = [("q", page.query), ("page", str(page.page))]
+    if page.kind == "results":
+        return "/results?" + urlencode(params)
+    params += [(f"o.{g}", v) for g, v in page.options]
+    base = f"/item/{quote(page.asin)}"
+    if page.kind == "detail":
+        base += f"/{page.detail}"
+    elif page.kind == "done":
+        base = f"/buy/{quote(page.asin)}"
+    return base + "?" + urlencode(params)

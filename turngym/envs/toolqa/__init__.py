@@ -1,0 +1,1 @@
+"""ToolQA: an env family for evaluating tool-using policies (calculator, search, python)."""

@@ -1,0 +1,178 @@
+"""ToolQA: questions that need a tool (calculator, search over a local corpus, python), graded exactly.
+
+Actions are tool calls in any format the parsers read (Hermes ``<tool_call>``, JSON, OpenAI
+``tool_calls`` JSON, ReAct). ``answer(answer)`` submits and ends the episode: reward 1 if the
+answer matches exactly (numbers compared as numbers, rounded as the question asks; text
+compared case-insensitively).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from turngym.core.env import TurnEnv
+from turngym.envs.toolqa.tasks import KINDS, all_tasks, corpus
+from turngym.tools.builtin import Corpus, calculator, python_tool, search_tool
+from turngym.tools.executor import ON_ERROR, Executor, InfrastructureError, ToolResult
+from turngym.tools.parsers import ParseResult, ToolCall, format_hermes, parse_tool_calls
+from turngym.tools.schema import ToolSet, tool
+
+
+@tool(timeout=None)
+def answer(answer: str) -> str:
+    """Submit your final answer; this ends the episode.
+
+    Args:
+        answer: The answer only, e.g. "42.5" or "Osk".
+    """
+    return answer
+
+
+_NUMBER = re.compile(r"^[-+]?\d[\d,]*(\.\d+)?$|^[-+]?\.\d+$")
+
+
+def grade(given: str, expected: str, decimals: int | None = None) -> bool:
+    """Exact grading: numbers as numbers (rounded to ``decimals`` when the question asks), text
+    case-insensitively with surrounding punctuation and a leading article ignored."""
+    g = given.strip().strip(".").strip()
+    if _NUMBER.match(expected):
+        g = g.replace(",", "")
+        if not _NUMBER.match(g):
+            return False
+        value, target = float(g), float(expected)
+        if decimals is not None:
+            value = round(value, decimals)
+        return abs(value - target) <= 1e-9 * max(1.0, abs(target))
+
+    def norm(s: str) -> str:
+        s = " ".join(s.casefold().strip(" .!\"'").split())
+        return s[4:] if s.startswith("the ") else s
+
+    return norm(g) == norm(expected)
+
+
+_CORPUS: Corpus | None = None
+
+
+def shared_corpus() -> Corpus:
+    global _CORPUS
+    if _CORPUS is None:  # one in-memory index per process, shared by all envs
+        _CORPUS = Corpus(corpus())
+    return _CORPUS
+
+
+class ToolQAEnv(TurnEnv):
+    """Answer questions with tools; see the module docstring."""
+
+    default_split = "train"
+
+    def __init__(self, kinds: list[str] | tuple[str, ...] = KINDS, on_error: str = "feedback",
+                 python_timeout: float = 10.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise ValueError(f"kinds: unknown {bad}; allowed: {list(KINDS)}")
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error: {on_error!r} is not allowed; allowed: {list(ON_ERROR)}")
+        self.kinds = tuple(kinds)
+        self.on_error = on_error
+        self.toolset = ToolSet([calculator, search_tool(shared_corpus()), python_tool(timeout=python_timeout), answer])
+        self.executor = Executor(self.toolset, timeout=python_timeout + 5)
+        self.history: list[list[Any]] = []  # [name, arguments, result] per call: the episode's state
+        self.answered: str | None = None
+
+    def task_ids(self, split: str | None = None) -> list[str]:
+        split = split or self.split
+        return [k for k, t in all_tasks().items() if t["split"] == split and t["kind"] in self.kinds]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        task = all_tasks().get(task_id)
+        if task is None:
+            raise ValueError(f"task_id: unknown {task_id!r}; see env.task_ids()")
+        return task
+
+    def tools(self) -> list[dict]:
+        return self.toolset.specs()
+
+    def instructions(self) -> str:
+        return ("Answer the question. Use the tools: calculator for arithmetic, search for facts about "
+                "towns, python for computing over data. Call a tool like\n"
+                '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 21"}}</tool_call>\n'
+                "and finish with answer(answer) giving the answer only.")
+
+    def state(self) -> Any:
+        return {"history": self.history, "answered": self.answered}
+
+    def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.history, self.answered = [], None
+        return task["question"], {"extra": {"kind": task["kind"]}}
+
+    def _step(self, action: str):
+        parsed: ParseResult = parse_tool_calls(action, ("hermes", "json", "react"))
+        if parsed.error or not parsed.calls:
+            message = f"Error: could not parse the tool call: {parsed.error or 'no call'}"
+            end = self.on_error == "end"
+            return message, 0.0, end, False, {
+                "action_valid": False, "parse_error": f"parse_error: {parsed.error}",
+                "messages": [{"role": "user", "content": message}],
+                "done_reason": "tool_error" if end else None, "extra": {"tool_errors": ["parse_error"]}}
+        for i, call in enumerate(parsed.calls):
+            call.id = call.id or f"call_{self.turn}_{i}"
+        # everything up to the first answer() runs; calls after it are dropped
+        calls: list[ToolCall] = []
+        for call in parsed.calls:
+            calls.append(call)
+            if call.name == "answer":
+                break
+        try:
+            results: list[ToolResult] = self.executor.run(calls)
+        except InfrastructureError as e:  # the sandbox failed, not the policy: unscorable
+            message = f"The tool machinery failed ({e}); this episode cannot be scored."
+            return message, 0.0, False, True, {"scorable": False, "done_reason": "infrastructure_error",
+                                               "messages": [{"role": "user", "content": message}]}
+        errors = [r.error for r in results if r.error]
+        reward, terminated, success = 0.0, False, False
+        for call, result in zip(calls, results):
+            self.history.append([call.name, call.arguments, result.content if not result.error else result.error])
+            if call.name == "answer" and not result.error:
+                self.answered = result.content
+                success = grade(result.content, self.task["answer"], self.task.get("decimals"))
+                reward, terminated = float(success), True
+        if errors and self.on_error == "end":
+            terminated = True
+        observation = results[0].content if len(results) == 1 else \
+            "\n\n".join(f"[{r.name}] {r.content}" for r in results)
+        if self.answered is not None:
+            observation = ("Correct." if success else "Wrong.") + f" Your answer: {self.answered}"
+        fields: dict[str, Any] = {
+            "action_valid": not errors, "messages": [r.message() for r in results],
+            "is_success": success, "progress": float(success),
+            "extra": {"tool_calls": [c.to_openai() for c in calls], "assistant_content": parsed.content,
+                      "tool_results": [r.to_dict() for r in results],
+                      "tool_errors": errors}}
+        if errors:
+            first = next(r for r in results if r.error)
+            fields["parse_error"] = f"{first.error}: {first.content}"
+            if self.on_error == "end" and self.answered is None:
+                fields["done_reason"] = "tool_error"
+        if self.answered is not None:
+            fields["done_reason"] = "answered"
+        return observation, reward, terminated, False, fields
+
+    def expert_action(self) -> str:
+        """Call the task's tool once, then answer with what it returned (search: the fact found)."""
+        task = self.task
+        used = [h for h in self.history if h[0] == task["tool"]]
+        if not used:
+            return format_hermes(ToolCall(task["tool"], dict(task["call"])))
+        result = str(used[-1][2]).strip()
+        if task["tool"] == "search":  # the expert reads the passage: the fact must be in it
+            given = task["answer"] if re.search(rf"\b{re.escape(task['answer'])}\b", result) else "not found"
+        else:
+            given = result.splitlines()[0] if result else ""
+        return format_hermes(ToolCall("answer", {"answer": given}))
+
+    def close(self) -> None:
+        self.executor.close()
+        super().close()

@@ -1,0 +1,110 @@
+"""Run untrusted code in a sandbox.
+
+The one entry point, stable for every caller (the code envs, the ``python``/``shell`` tools)::
+
+    run(command=None, *, code=None, files=None, stdin=None, timeout_s=10.0, memory_mb=512,
+        disk_mb=64, max_processes=64, max_file_mb=16, max_open_files=256,
+        max_output_bytes=1_000_000, collect_files=False, backend=None) -> Result
+
+- ``command``: a shell command line (``str``, run by ``/bin/sh -c``) or an argv list;
+  ``code``: Python source, written to ``main.py`` in the work dir and run with the sandbox's
+  Python. Exactly one of the two.
+- ``files``: ``{relative path: str | bytes}`` placed in the work dir (the current directory).
+- ``collect_files``: return the work dir's files after the run in ``Result.files``.
+- ``backend``: ``"bwrap"`` (default when bubblewrap is installed), ``"process"`` (fallback),
+  ``"docker"`` (when an engine is reachable) or ``"worker"`` (a persistent sandboxed Python
+  that forks per snippet; ``code`` only). ``None`` picks ``default_backend()``.
+
+``Result`` carries stdout, stderr, exit_code (negative: killed by that signal), timed_out,
+out_of_memory, duration_s, the backend that ran and an ``error`` string when the sandbox itself
+failed (infrastructure, not the code: callers mark such episodes unscorable).
+
+What each backend guarantees, and what it does not, is in docs/envs/code.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+from functools import lru_cache
+
+from turngym.sandbox.common import BACKENDS, Limits, Result, SandboxError
+
+__all__ = ["BACKENDS", "Limits", "Result", "SandboxError", "available_backends", "default_backend", "run"]
+
+
+def run(command: str | list[str] | None = None, *, code: str | None = None,
+        files: dict[str, str | bytes] | None = None, stdin: str | bytes | None = None,
+        timeout_s: float = 10.0, memory_mb: int = 512, disk_mb: int = 64, max_processes: int = 64,
+        max_file_mb: int = 16, max_open_files: int = 256, max_output_bytes: int = 1_000_000,
+        collect_files: bool = False, backend: str | None = None) -> Result:
+    """Run ``command`` or Python ``code`` in a sandbox; see the module docstring."""
+    if (command is None) == (code is None):
+        raise ValueError("run: give exactly one of command (str or argv list) and code (Python source)")
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, disk_mb=disk_mb, max_processes=max_processes,
+                    max_file_mb=max_file_mb, max_open_files=max_open_files,
+                    max_output_bytes=max_output_bytes)
+    limits.validate()
+    name = backend or default_backend()
+    if name not in BACKENDS:
+        raise ValueError(f"backend: unknown {name!r}; allowed: {', '.join(BACKENDS)}")
+    files = dict(files or {})
+    if code is not None and name != "worker":
+        files["main.py"] = code
+    if name == "worker":
+        if code is None:
+            raise ValueError("backend: 'worker' runs Python code only; pass code=..., or use bwrap/process")
+        if collect_files:
+            raise ValueError("collect_files: not supported by the 'worker' backend; use bwrap or process")
+        from turngym.sandbox.worker import shared_worker
+
+        return shared_worker().run(code, files=files, stdin=stdin, limits=limits)
+    if name == "docker":
+        from turngym.sandbox.docker_backend import run_docker
+
+        return run_docker(command, code is not None, files, stdin, limits, collect_files)
+    from turngym.sandbox.native import run_native
+
+    return run_native(name, command, code is not None, files, stdin, limits, collect_files)
+
+
+@lru_cache(maxsize=1)
+def default_backend() -> str:
+    """``bwrap`` when bubblewrap is installed and works here, else ``process``."""
+    return "bwrap" if _bwrap_works() else "process"
+
+
+def available_backends() -> list[str]:
+    """Backends that work on this machine (``worker`` needs bwrap; ``process`` run as root needs
+    namespaces)."""
+    out = []
+    if _bwrap_works():
+        out += ["bwrap", "worker"]
+    if _process_works():
+        out.append("process")
+    from turngym.sandbox.docker_backend import docker_unavailable_reason
+
+    if docker_unavailable_reason() is None:
+        out.append("docker")
+    return out
+
+
+@lru_cache(maxsize=1)
+def _process_works() -> bool:
+    """As root the process backend needs mount and network namespaces (no CAP_SYS_ADMIN: no)."""
+    from turngym.sandbox.native import run_native
+
+    res = run_native("process", ["true"], False, {}, None, Limits(timeout_s=10), False)
+    return res.exit_code == 0 and res.error is None
+
+
+@lru_cache(maxsize=1)
+def _bwrap_works() -> bool:
+    if shutil.which("bwrap") is None:
+        return False
+    from turngym.sandbox.native import run_native
+
+    try:
+        res = run_native("bwrap", ["true"], False, {}, None, Limits(timeout_s=10), False)
+    except (OSError, SandboxError):
+        return False
+    return res.exit_code == 0 and res.error is None

@@ -1,0 +1,196 @@
+"""What every sandbox backend shares: limits, the result record, rlimits and the output pump."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import resource
+import selectors
+import sys
+import time
+from dataclasses import dataclass, field
+
+BACKENDS = ("bwrap", "process", "docker", "worker")
+
+#: sandboxed code runs as a fresh uid from this range when we are root (one uid per run, so the
+#: process limit counts only that run and leftovers can be found and killed by uid)
+UID_RANGE = (1_100_000, 1_900_000)
+
+# Markers that the code ran out of memory (the address-space limit makes allocations fail).
+_OOM_PATTERNS = re.compile(rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.I)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the code inside it)."""
+
+
+@dataclass
+class Limits:
+    timeout_s: float = 10.0
+    memory_mb: int = 512
+    disk_mb: int = 64
+    max_processes: int = 64
+    max_file_mb: int = 16
+    max_open_files: int = 256
+    max_output_bytes: int = 1_000_000
+
+    def validate(self) -> None:
+        for name in ("timeout_s", "memory_mb", "disk_mb", "max_processes", "max_file_mb",
+                     "max_open_files", "max_output_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name}: must be a positive number, got {value!r}")
+
+    @property
+    def cpu_s(self) -> int:
+        # CPU rlimit a little above the wall clock: the wall clock is the real limit, this one
+        # catches CPU burners even if the parent is slow to notice.
+        return int(math.ceil(self.timeout_s)) + 1
+
+
+@dataclass
+class Result:
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+    out_of_memory: bool = False
+    duration_s: float = 0.0
+    backend: str = ""
+    output_truncated: bool = False
+    #: the work dir's files after the run (``collect_files=True``); text as str, else bytes
+    files: dict[str, str | bytes] | None = None
+    #: set when the sandbox failed (not the code): such a run tells nothing about the code
+    error: str | None = None
+    #: what this backend isolates, in words (see docs/envs/code.md)
+    isolation: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0 and not self.timed_out
+
+    def summary(self, limit: int = 2000) -> str:
+        """Short human/agent-readable text: exit status, then the output (tail kept)."""
+        if self.error:
+            return f"[sandbox error: {self.error}]"
+        status = ("timed out" if self.timed_out else "out of memory" if self.out_of_memory
+                  else f"exit code {self.exit_code}")
+        out = self.stdout + (("\n[stderr]\n" + self.stderr) if self.stderr.strip() else "")
+        if len(out) > limit:
+            out = "...[truncated]...\n" + out[-limit:]
+        return f"[{status}]\n{out}".rstrip()
+
+
+def set_rlimits(limits: Limits, nproc: bool = True, cpu: bool = True) -> None:
+    """Called in the child before exec. Address space, CPU, file size, open files, processes."""
+    mem = limits.memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    if cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+    size = limits.max_file_mb << 20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+
+
+def fresh_uid() -> int:
+    return UID_RANGE[0] + int.from_bytes(os.urandom(4), "little") % (UID_RANGE[1] - UID_RANGE[0])
+
+
+def pump(proc, stdin_data: bytes, limits: Limits, kill, started: float) -> tuple[bytes, bytes, bool, bool]:
+    """Feed stdin, read stdout/stderr until both close or a limit is hit.
+
+    ``proc`` is a ``subprocess.Popen`` with all three pipes. Returns (stdout, stderr, timed_out,
+    output_truncated). ``kill()`` stops the whole sandbox: on the wall-clock deadline, when the
+    output passes its cap, and once the main process has exited (leftover daemons holding the
+    pipes open are not waited for).
+    """
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    sel = selectors.DefaultSelector()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    sizes = {out_fd: 0, err_fd: 0}
+    for fd in (out_fd, err_fd):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    pending = memoryview(stdin_data)
+    writing = bool(stdin_data)
+    if writing:
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    deadline = started + limits.timeout_s
+    timed_out = truncated = False
+    exited_at = None
+    open_fds = 2
+    while open_fds:
+        now = time.monotonic()
+        if now >= deadline:
+            timed_out = True
+            kill()
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        elif exited_at is not None and now - exited_at > 0.05:
+            kill()  # the main process is gone; whatever still holds the pipes is a leftover
+            exited_at = float("inf")
+        for key, _ in sel.select(timeout=min(deadline - now, 0.05)):
+            fd = key.fd
+            if writing and fd == proc.stdin.fileno():
+                try:
+                    n = os.write(fd, pending[:65536])
+                    pending = pending[n:]
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:  # the code closed its stdin: fine
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(fd)
+                    proc.stdin.close()
+                    writing = False
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            if not data:
+                sel.unregister(fd)
+                open_fds -= 1
+                continue
+            room = limits.max_output_bytes - sizes[fd]
+            if room > 0:
+                chunks[fd].append(data[:room])
+            sizes[fd] += len(data)
+            if sizes[fd] > limits.max_output_bytes and not truncated:
+                truncated = True
+                kill()  # a flood of output: stop it now rather than at the deadline
+    if writing:
+        sel.unregister(proc.stdin.fileno())
+        proc.stdin.close()
+    sel.close()
+    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), timed_out, truncated
+
+
+def looks_out_of_memory(stderr: bytes, exit_code: int | None) -> bool:
+    return bool(_OOM_PATTERNS.search(stderr[-4000:])) and exit_code not in (0, None)
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def relative_path(path: str) -> str:
+    """A safe path inside the work dir, or ValueError."""
+    norm = os.path.normpath(path)
+    if not path or os.path.isabs(path) or norm.startswith("..") or norm == ".":
+        raise ValueError(f"files: {path!r} must be a relative path inside the work dir")
+    return norm
+
+
+def sandbox_python() -> str:
+    """The interpreter sandboxed code runs with: this process's own (its venv included)."""
+    return sys.executable

@@ -1,0 +1,478 @@
+"""The ``bwrap`` and ``process`` backends: a child process under rlimits and an unprivileged uid,
+inside bubblewrap's namespaces (``bwrap``) or on the host file system (``process``)."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from turngym.sandbox.common import (
+    UID_RANGE,
+    Limits,
+    Result,
+    SandboxError,
+    decode,
+    fresh_uid,
+    looks_out_of_memory,
+    pump,
+    relative_path,
+    sandbox_python,
+    set_rlimits,
+)
+from turngym.sandbox.seccomp import filter_fd, user_namespace_filter
+
+WORK = "/sandbox"  # the work dir inside bwrap
+SANDBOX_UID = 65534  # the uid code sees inside bwrap when we are not root (user namespace)
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWNS = 0x00020000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+# Debian/Ubuntu merged-/usr layouts make these symlinks; older layouts make them directories.
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+              "/etc/localtime", "/etc/mime.types")
+_COLLECT_EXCLUDE = ("__pycache__", ".pytest_cache")
+
+BWRAP_ISOLATION = ("bwrap: read-only system dirs, tmpfs work dir and /tmp (size-limited), new pid/net/ipc/"
+                   "uts/mount namespaces, unprivileged uid, no new user namespaces (seccomp), rlimits, "
+                   "wall-clock kill of the whole sandbox")
+PROCESS_ISOLATION = ("process: rlimits, unprivileged uid, network and mount namespaces with size-limited "
+                     "tmpfs over the work dir and the host's shared writable dirs, no new user namespaces "
+                     "(root only); the host file system and processes are visible (world-readable files "
+                     "can be read)")
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def run_native(backend: str, command: str | list[str] | None, is_code: bool, files: dict,
+               stdin: str | bytes | None, limits: Limits, collect_files: bool) -> Result:
+    if backend not in ("bwrap", "process"):
+        raise ValueError(f"backend: {backend!r} is not a native backend")
+    files = {relative_path(k): (v.encode() if isinstance(v, str) else bytes(v)) for k, v in files.items()}
+    stdin_data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+    runner = _run_bwrap if backend == "bwrap" else _run_process
+    try:
+        return runner(_argv(command, is_code, backend), files, stdin_data, limits, collect_files)
+    except OSError as exc:  # the sandbox could not start: an infrastructure failure
+        return Result(backend=backend, error=f"{type(exc).__name__}: {exc}")
+
+
+def _argv(command: str | list[str] | None, is_code: bool, backend: str) -> list[str]:
+    if is_code:
+        python = sandbox_python() if backend == "bwrap" or not is_root() else _world_python()[0]
+        return [python, "-B", "main.py"]
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", command]
+    if not command or not all(isinstance(a, str) for a in command):
+        raise ValueError("command: must be a non-empty str or a list of str")
+    return list(command)
+
+
+def _base_env(home: str, extra_path: list[str]) -> dict[str, str]:
+    path = ":".join([*extra_path, "/usr/local/bin", "/usr/bin", "/bin"])
+    return {"PATH": path, "HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+            "TMPDIR": "/tmp"}
+
+
+# ----- bwrap ------------------------------------------------------------------------------------
+
+def _python_roots() -> list[str]:
+    """Directories the sandbox's Python needs, bound read-only at the same paths."""
+    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    if sys.prefix != sys.base_prefix:
+        roots.add(sys.prefix)  # the venv itself, at the path its scripts name
+    return sorted(r for r in roots if not r.startswith("/usr/"))
+
+
+def _parents(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits, uid: int | None,
+                collect: str | bool, extra_env: dict[str, str] | None = None,
+                seccomp_fd: int | None = None) -> list[str]:
+    args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    if seccomp_fd is not None:  # no user namespaces inside (see seccomp.py)
+        args += ["--seccomp", str(seccomp_fd)]
+    if uid is None:  # not root: a user namespace maps us to an unprivileged uid
+        args += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_UID)]
+    else:  # root: no user namespace; setpriv below drops to a real unprivileged uid
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    env = {**_base_env(WORK, [os.path.dirname(sandbox_python())]), **(extra_env or {})}
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    disk = str(limits.disk_mb << 20)
+    # tmpfs mounts first: a bind below (a venv under /tmp, say) then shows through them
+    args += ["--perms", "0777", "--size", disk, "--tmpfs", WORK,
+             "--perms", "1777", "--size", disk, "--tmpfs", "/tmp",
+             "--ro-bind", "/usr", "/usr", "--perms", "0755", "--dir", "/etc"]
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for f in _ETC_FILES:
+        if os.path.exists(f):
+            args += ["--ro-bind", f, f]
+    made = {"/usr", "/etc", "/tmp", WORK}
+    for root in _python_roots():
+        for parent in _parents(root):
+            if parent not in made:
+                args += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        args += ["--ro-bind", root, root]
+    # bwrap's /dev is an unbounded tmpfs with a world-writable shm dir: cap that one too
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
+    dirs = set()
+    for fd, rel in file_fds:
+        for parent in _parents("/" + rel):
+            if parent not in dirs:
+                args += ["--perms", "0777", "--dir", f"{WORK}{parent}"]
+                dirs.add(parent)
+        args += ["--perms", "0666", "--file", str(fd), f"{WORK}/{rel}"]
+    if collect:
+        args += ["--bind", collect, "/.collect"] if isinstance(collect, str) else []
+    args += ["--remount-ro", "/", "--chdir", WORK, "--"]
+    if uid is not None:
+        args += ["/usr/bin/setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                 "--no-new-privs", "--"]
+    if collect:
+        excludes = " ".join(f"--exclude={e}" for e in _COLLECT_EXCLUDE)
+        script = f'"$@"; rc=$?; tar -cf /.collect {excludes} . 2>/dev/null; exit $rc'
+        argv = ["/bin/sh", "-c", script, "sh", *argv]
+    return args + argv
+
+
+def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits,
+               collect_files: bool) -> Result:
+    uid = fresh_uid() if is_root() else None
+    if uid is not None and not os.path.exists("/usr/bin/setpriv"):
+        raise SandboxError("bwrap as root needs /usr/bin/setpriv (util-linux) to drop to an unprivileged uid")
+    fds = []
+    collect_path = None
+    seccomp_fd = filter_fd()
+    try:
+        for rel, data in files.items():
+            fd = os.memfd_create("turngym-file", 0)
+            os.write(fd, data) if len(data) < (1 << 20) else _write_all(fd, data)
+            os.lseek(fd, 0, os.SEEK_SET)
+            fds.append((fd, rel))
+        if collect_files:
+            handle, collect_path = tempfile.mkstemp(prefix="turngym-collect-")
+            os.close(handle)
+            if uid is not None:
+                os.chown(collect_path, uid, uid)
+        args = _bwrap_argv(argv, fds, limits, uid, collect_path or False, seccomp_fd=seccomp_fd)
+        pass_fds = [fd for fd, _ in fds] + ([seccomp_fd] if seccomp_fd is not None else [])
+        res = _spawn(args, stdin, limits, pass_fds, backend="bwrap", kill_extra=None, nproc=True)
+        res.isolation = BWRAP_ISOLATION
+        res.extra["uid"] = uid if uid is not None else os.getuid()
+        if collect_path and res.error is None and not res.timed_out:
+            res.files = _read_tar(Path(collect_path).read_bytes(), limits)
+        return res
+    finally:
+        for fd, _ in fds:
+            os.close(fd)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+        if collect_path:
+            os.unlink(collect_path)
+        if uid is not None:  # the pid namespace is dying already; wait until it is gone
+            kill_all_of_uid(uid)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_tar(blob: bytes, limits: Limits) -> dict[str, str | bytes] | None:
+    if not blob:
+        return None
+    out: dict[str, str | bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+            for member in tar:
+                if not member.isfile() or member.size > (limits.max_file_mb << 20):
+                    continue
+                name = os.path.normpath(member.name)
+                if name.startswith("..") or os.path.isabs(name):
+                    continue
+                data = tar.extractfile(member).read()
+                out[name] = _text_or_bytes(data)
+    except (tarfile.TarError, OSError, EOFError):
+        return None
+    return out
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+# ----- process ------------------------------------------------------------------------------
+
+def _accessible_to_others(path: str) -> bool:
+    """Can an unrelated unprivileged uid execute ``path`` (every parent dir searchable)?"""
+    real = os.path.realpath(path)
+    for parent in _parents(real) + [os.path.dirname(real)]:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return False
+    return bool(os.stat(real).st_mode & stat.S_IXOTH)
+
+
+def _world_python() -> tuple[str, list[str]]:
+    """An interpreter an unprivileged uid can run, and the site dirs to add to its path."""
+    python = sandbox_python()
+    if _accessible_to_others(python):
+        return python, []
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/{version}", f"/usr/local/bin/{version}", "/usr/bin/python3"):
+        if os.path.exists(candidate) and _accessible_to_others(candidate):
+            sites = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+            return candidate, [p for p in sites if _accessible_to_others(p)]
+    return python, []
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+# Root only: runs as root inside fresh mount and network namespaces, covers every directory the
+# unprivileged uid could write to on the host with a size-limited tmpfs, unpacks the files (a tar
+# on fd $4) into the work dir, then drops to the uid. $1 uid, $2 tmpfs bytes, $3 work dir,
+# $4 files fd, $5 collect fd or "-"; then the command.
+_PROCESS_SCRIPT = r"""
+fail() { echo "turngym: sandbox setup failed: $1" >&2; exit 125; }
+mount --make-rprivate / || fail "private mounts"
+for d in /tmp /var/tmp /dev/shm /run/lock /var/lock; do
+  if [ -d "$d" ] && [ ! -L "$d" ]; then
+    mount -t tmpfs -o "size=$2,mode=1777,nosuid,nodev" tmpfs "$d" || fail "tmpfs on $d"
+  fi
+done
+mkdir -m 0700 "$3" || fail "work dir"
+tar -xf - -C "$3" --no-same-owner <&"$4" || fail "unpacking files"
+chown -R "$1:$1" "$3" || fail "chown"
+eval "exec $4<&-"
+cd "$3" || fail "cd"
+uid=$1; collect=$5; shift 5
+drop() { /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"; }
+if [ "$collect" = - ]; then
+  exec /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"
+fi
+eval "drop \"\$@\" $collect>&-"
+rc=$?
+eval "drop tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . >&$collect"
+exit $rc
+"""
+PROCESS_WORK = "/tmp/sandbox"
+
+
+def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits,
+                 collect_files: bool) -> Result:
+    if not is_root():
+        return _run_process_unprivileged(argv, files, stdin, limits, collect_files)
+    uid = fresh_uid()
+    env = _base_env(PROCESS_WORK, [])
+    _python, sites = _world_python()
+    if sites:
+        env["PYTHONPATH"] = ":".join(sites)
+    files_fd = os.memfd_create("turngym-files", 0)
+    collect_fd = os.memfd_create("turngym-collect", 0) if collect_files else None
+    try:
+        _write_all(files_fd, _tar_of(files))
+        os.lseek(files_fd, 0, os.SEEK_SET)
+        args = ["/bin/bash", "-c", _PROCESS_SCRIPT, "sandbox", str(uid), str(limits.disk_mb << 20), PROCESS_WORK,
+                str(files_fd), "-" if collect_fd is None else str(collect_fd), *argv]
+        pass_fds = [files_fd] + ([collect_fd] if collect_fd is not None else [])
+
+        def kill_uid() -> None:
+            kill_all_of_uid(uid)
+
+        res = _spawn(args, stdin, limits, pass_fds, backend="process", kill_extra=kill_uid, nproc=True,
+                     cwd="/", env=env, new_namespaces=True)
+        res.isolation = PROCESS_ISOLATION
+        res.extra["uid"] = uid
+        if collect_fd is not None and res.error is None and not res.timed_out:
+            os.lseek(collect_fd, 0, os.SEEK_SET)
+            res.files = _read_tar(_read_all(collect_fd), limits)
+        return res
+    finally:
+        os.close(files_fd)
+        if collect_fd is not None:
+            os.close(collect_fd)
+        kill_all_of_uid(uid)
+
+
+def _tar_of(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, data in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _run_process_unprivileged(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits,
+                              collect_files: bool) -> Result:
+    """Not root: no uid drop and no namespaces, only rlimits and a private temp work dir."""
+    work = tempfile.mkdtemp(prefix="turngym-sbx-")
+    try:
+        for rel, data in files.items():
+            target = Path(work, rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        os.chmod(work, 0o700)
+        res = _spawn(argv, stdin, limits, [], backend="process", kill_extra=None, nproc=True,
+                     cwd=work, env=_base_env(work, []))
+        res.isolation = PROCESS_ISOLATION + "; not root here: no uid drop, no namespaces, no tmpfs"
+        res.extra["uid"] = os.getuid()
+        if collect_files and res.error is None and not res.timed_out:
+            res.files = _read_dir(work, limits)
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_dir(work: str, limits: Limits) -> dict[str, str | bytes]:
+    out: dict[str, str | bytes] = {}
+    for dirpath, dirs, names in os.walk(work, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in _COLLECT_EXCLUDE]
+        for n in names:
+            full = os.path.join(dirpath, n)
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode) and st.st_size <= (limits.max_file_mb << 20):
+                out[os.path.relpath(full, work)] = _text_or_bytes(Path(full).read_bytes())
+    return out
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Live (not zombie) processes of ``uid``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            pids.append(int(entry))
+    return pids
+
+
+def kill_all_of_uid(uid: int, rounds: int = 50) -> None:
+    """SIGKILL every process of ``uid`` (a fork bomb may refill: repeat until none is left)."""
+    if not UID_RANGE[0] <= uid < UID_RANGE[1]:  # never the host's own users, never root
+        raise ValueError(f"kill_all_of_uid: uid {uid} is not a sandbox uid")
+    for _ in range(rounds):
+        pids = processes_of_uid(uid)
+        if not pids:
+            return
+        # kill(-1) from a process of that uid reaches every process it may signal: all of uid's
+        subprocess.run(["/bin/kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _seccomp_prog() -> tuple[_SockFprog, ctypes.Array] | None:
+    """The user-namespace filter as prctl wants it (built before the fork; the buffer is kept alive)."""
+    program = user_namespace_filter()
+    if program is None:
+        return None
+    buffer = ctypes.create_string_buffer(program, len(program))
+    return _SockFprog(len(program) // 8, ctypes.addressof(buffer)), buffer
+
+
+# ----- spawning -------------------------------------------------------------------------------
+
+def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], backend: str,
+           kill_extra, nproc: bool, cwd: str | None = None,
+           env: dict | None = None, new_namespaces: bool = False) -> Result:
+    libc = _libc() if new_namespaces else None
+    seccomp = _seccomp_prog() if new_namespaces else None
+
+    def preexec() -> None:
+        os.setsid()
+        os.umask(0o022)
+        if libc is not None and libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS) != 0:
+            os._exit(125)
+        if seccomp is not None and libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(seccomp[0]),
+                                              0, 0) != 0:
+            os._exit(125)
+        set_rlimits(limits, nproc=nproc)
+
+    started = time.monotonic()
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            pass_fds=pass_fds, preexec_fn=preexec, cwd=cwd,
+                            env=env if env is not None else {}, close_fds=True)
+
+    def kill() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if kill_extra is not None:
+            kill_extra()
+
+    try:
+        out, err, timed_out, truncated = pump(proc, stdin, limits, kill, started)
+        if not timed_out and not truncated:
+            # the pipes closed: let the main process finish exiting before leftovers are killed
+            try:
+                proc.wait(timeout=max(0.0, started + limits.timeout_s - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        kill()  # leftovers (daemons) never outlive the run
+        code = proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+    duration = time.monotonic() - started
+    res = Result(stdout=decode(out), stderr=decode(err), exit_code=code, timed_out=timed_out,
+                 output_truncated=truncated, duration_s=duration, backend=backend)
+    if code == 125 and new_namespaces and (not out or err.startswith(b"turngym: sandbox setup failed")):
+        res.error = decode(err).strip() or "could not create the network and mount namespaces"
+    if backend == "bwrap" and code != 0 and err.startswith(b"bwrap:"):
+        res.error = decode(err).strip()  # bwrap itself failed, before the code ran
+    res.out_of_memory = looks_out_of_memory(err, code)
+    return res

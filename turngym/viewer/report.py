@@ -1,0 +1,506 @@
+"""`turngym report RUN_DIR`: one self-contained HTML file about a run.
+
+Sections: learning curves (from ``metrics.jsonl``, drawn as inline SVG), success by task type
+and split, the distribution of episode lengths, invalid-action rates, and links into
+``turngym view`` for the episodes worth a look. No scripts, no external files: the report
+opens offline and can be mailed around.
+
+``write_report(path)`` takes a run directory (writes ``RUN_DIR/report.html``) or one
+trajectory JSONL file (writes ``NAME.report.html`` beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import html
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from turngym.viewer import data
+
+DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
+X_KEYS = ("update", "env_steps", "episodes", "step")
+PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d")
+GREEN, RED, AMBER = "#16a34a", "#dc2626", "#d97706"
+
+
+def write_report(path: str | Path, out: str | Path | None = None, viewer_port: int = DEFAULT_PORT) -> Path:
+    """Write the report for a run directory or a trajectory JSONL file; returns its path."""
+    path = Path(path)
+    if out is None:
+        out = path / "report.html" if path.is_dir() else path.with_name(path.stem + ".report.html")
+    out = Path(out)
+    text = build_report(path, viewer_port)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)  # readers never see half a report
+    return out
+
+
+# ----- gathering --------------------------------------------------------------------------------
+def collect(path: Path) -> dict[str, Any]:
+    root, files = data.find_run_files(path)
+    splits = data.config_splits(root) if path.is_dir() else {}
+    episodes: list[dict[str, Any]] = []
+    per_file: list[dict[str, Any]] = []
+    unreadable: list[str] = []
+    for f in files:
+        name = f.relative_to(root).as_posix()
+        try:
+            trajs = data.load_file(f)
+        except ValueError as e:  # one bad file must not cost the report of a whole run
+            unreadable.append(str(e))
+            continue
+        rows = [data.summarize_episode(t, i, name, splits) | {"file": name} for i, t in enumerate(trajs)]
+        episodes += rows
+        folder = name.split("/")[0] if "/" in name else ""
+        per_file.append({"file": name, "folder": folder, **_rates(rows), "update": data.update_number(name)})
+    metrics = _read_metrics(root / "metrics.jsonl") if path.is_dir() else []
+    config = (root / "config.yaml").read_text(encoding="utf-8", errors="replace") if path.is_dir() and (root / "config.yaml").is_file() else ""
+    return {"path": path, "root": root, "episodes": episodes, "per_file": per_file,
+            "metrics": metrics, "config": config, "unreadable": unreadable}
+
+
+def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    scorable = [r for r in rows if r["scorable"]]
+    steps = sum(r["length"] for r in rows)
+    return {
+        "episodes": len(rows),
+        "unscorable": len(rows) - len(scorable),
+        "success_rate": _mean([float(r["success"]) for r in scorable]),
+        "mean_return": _mean([r["episode_return"] for r in scorable if r["episode_return"] is not None]),
+        "mean_length": _mean([float(r["length"]) for r in scorable]),
+        "steps": steps,
+        "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None,
+    }
+
+
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a killed writer
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+# ----- SVG charts -------------------------------------------------------------------------------
+def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
+    """Round tick values covering [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [0.0]
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    raw = (hi - lo) / max(count - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    if integer:  # updates and turns come in whole numbers
+        step = max(step, 1)
+    start = math.floor(lo / step) * step
+    ticks, t = [], start
+    while t < hi + step * 0.999:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+def _num(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e5 or abs(x) < 1e-3:
+        return f"{x:.2g}"
+    return f"{x:.4g}"
+
+
+def _legend(entries: list[tuple[str, str]], left: float, right: float, y: float = 36) -> tuple[list[str], int]:
+    """Legend entries (name, colour) in rows under the title; returns the SVG parts and its height."""
+    parts, x, rows = [], left, 1
+    for name, colour in entries:
+        w = 22 + 6.3 * len(name)  # about the width of 11px text
+        if x > left and x + w > right:
+            x, rows = left, rows + 1
+        ly = y + 15 * (rows - 1)
+        parts.append(f'<rect x="{x:.1f}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
+        parts.append(f'<text x="{x + 14:.1f}" y="{ly}">{html.escape(name)}</text>')
+        x += w
+    return parts, 15 * rows if entries else 0
+
+
+def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str,
+               width: int = 520, height: int = 250) -> str:
+    """Inline SVG with one line per series, axes with round ticks and a legend."""
+    points = [p for pts in series.values() for p in pts]
+    if not points:
+        return ""
+    left, right, bottom = 58, 14, 42
+    legend, legend_h = _legend([(name, PALETTE[k % len(PALETTE)]) for k, name in enumerate(series)],
+                               left, width - right)
+    top, height = 36 + legend_h, height + legend_h  # the legend sits above the plot, never on a line
+    xt = nice_ticks(min(p[0] for p in points), max(p[0] for p in points),
+                    integer=all(float(p[0]).is_integer() for p in points))
+    yt = nice_ticks(min(p[1] for p in points), max(p[1] for p in points))
+    x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0 or 1) * (width - left - right)
+
+    def sy(y: float) -> float:
+        return height - bottom - (y - y0) / (y1 - y0 or 1) * (height - top - bottom)
+
+    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" role="img">',
+             f"<title>{html.escape(title)}</title>",
+             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
+    for y in yt:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
+    for x in xt:
+        parts.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_num(x)}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
+                 f'class="axis-label">{html.escape(x_label)}</text>')
+    parts.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}" class="axis"/>')
+    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
+    for k, (name, pts) in enumerate(series.items()):
+        colour = PALETTE[k % len(PALETTE)]
+        pts = sorted(pts)
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2" '
+                     f'data-series="{html.escape(name)}"/>')
+        if len(pts) <= 40:
+            parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}"/>' for x, y in pts]
+    parts += legend
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
+              colours: dict[str, str], width: int = 520, height: int = 250) -> str:
+    """Stacked bars: ``counts[label][value]`` episodes per integer value, one colour per label."""
+    values = sorted({v for c in counts.values() for v in c})
+    if not values:
+        return ""
+    lo, hi = values[0], values[-1]
+    bin_width = max(1, math.ceil((hi - lo + 1) / 30))  # at most 30 bars
+    bins = list(range(lo - lo % bin_width, hi + 1, bin_width))
+    stacked = {b: {label: sum(n for v, n in c.items() if b <= v < b + bin_width) for label, c in counts.items()}
+               for b in bins}
+    top_count = max(sum(s.values()) for s in stacked.values())
+    yt = nice_ticks(0, top_count, integer=True)
+    left, right, bottom = 46, 14, 42
+    legend, legend_h = _legend([(label, colours[label]) for label in counts], left, width - right)
+    top, height = 36 + legend_h, height + legend_h
+    plot_w, plot_h = width - left - right, height - top - bottom
+    bar_w = plot_w / len(bins)
+
+    def sy(y: float) -> float:
+        return height - bottom - y / (yt[-1] or 1) * plot_h
+
+    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" role="img">',
+             f"<title>{html.escape(title)}</title>",
+             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
+    for y in yt:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
+    label_every = max(1, math.ceil(len(bins) / 12))
+    for i, b in enumerate(bins):
+        base = 0
+        x = left + i * bar_w
+        for label, n in stacked[b].items():
+            if n:
+                parts.append(f'<rect x="{x + 1:.1f}" y="{sy(base + n):.1f}" width="{max(bar_w - 2, 1):.1f}" '
+                             f'height="{sy(base) - sy(base + n):.1f}" fill="{colours[label]}">'
+                             f"<title>{html.escape(label)}: {n} episodes, {b}"
+                             f"{'' if bin_width == 1 else f'-{b + bin_width - 1}'} turns</title></rect>")
+                base += n
+        if i % label_every == 0:
+            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle">{b}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
+                 f'class="axis-label">{html.escape(x_label)}</text>')
+    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
+    parts += legend
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def metric_panels(metrics: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, list[tuple[float, float]]]]]:
+    """(title, x label, series) per chart: success rates, returns, then one chart per key prefix."""
+    if not metrics:
+        return []
+    x_key = next((k for k in X_KEYS if any(k in r for r in metrics)), None)
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for i, row in enumerate(metrics):
+        x = row.get(x_key, i) if x_key else i
+        if not _is_number(x):
+            continue
+        for k, v in row.items():
+            if k not in X_KEYS and _is_number(v):
+                series[k].append((float(x), float(v)))
+    panels, used = [], set()
+    for title, word in (("Success rate", "success"), ("Mean return", "return")):
+        keys = [k for k in series if word in k]
+        if keys:
+            panels.append((title, x_key or "row", {k: series[k] for k in keys}))
+            used.update(keys)
+    by_prefix: dict[str, list[str]] = defaultdict(list)
+    for k in series:
+        if k not in used:
+            by_prefix[k.split("/", 1)[0] if "/" in k else "other"].append(k)
+    for prefix, keys in by_prefix.items():
+        for start in range(0, len(keys), len(PALETTE)):
+            chunk = keys[start:start + len(PALETTE)]
+            panels.append((prefix, x_key or "row", {k: series[k] for k in chunk}))
+    return panels
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ----- HTML -------------------------------------------------------------------------------------
+CSS = """
+body { font: 14px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328; margin: 0 auto;
+       max-width: 1120px; padding: 1rem 1.5rem 3rem; }
+h1 { font-size: 22px; margin-bottom: .2rem; } h2 { font-size: 17px; margin-top: 2rem; border-bottom: 1px solid #d0d7de; }
+.muted { color: #656d76; } code, pre { font: 12.5px ui-monospace, SFMono-Regular, Menlo, monospace; }
+pre { background: #f6f8fa; padding: .6rem .8rem; border-radius: 6px; overflow: auto; max-height: 20em; }
+.cards { display: flex; flex-wrap: wrap; gap: .8rem; }
+.card { border: 1px solid #d0d7de; border-radius: 8px; padding: .5rem .9rem; min-width: 8.5rem; }
+.card .value { font-size: 20px; font-weight: 600; } .card .name { font-size: 12px; color: #656d76; }
+.charts { display: flex; flex-wrap: wrap; gap: 1rem; }
+svg.chart { border: 1px solid #eaeef2; border-radius: 6px; background: #fff; font-size: 11px; fill: #1f2328; }
+svg.chart .grid { stroke: #eaeef2; } svg.chart .axis { stroke: #8c959f; }
+svg.chart .chart-title { font-size: 13px; font-weight: 600; } svg.chart .axis-label { fill: #656d76; }
+table { border-collapse: collapse; margin: .5rem 0; } th, td { padding: .25rem .7rem; border-bottom: 1px solid #d0d7de; text-align: left; }
+th { background: #f6f8fa; font-size: 12px; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.bar { display: inline-block; width: 90px; height: 9px; background: #eaeef2; border-radius: 5px; margin-right: .4rem; vertical-align: middle; }
+.bar span { display: block; height: 100%; border-radius: 5px; background: #16a34a; }
+.bar.bad span { background: #dc2626; }
+.ok { color: #16a34a; font-weight: 600; } .fail { color: #dc2626; } .unscorable { color: #9a6700; font-weight: 600; }
+"""
+
+
+def build_report(path: Path, viewer_port: int = DEFAULT_PORT) -> str:
+    run = collect(Path(path))
+    eps = run["episodes"]
+    totals = _rates(eps)
+    name = Path(path).resolve().name
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    body = [f"<h1>turngym report: {_e(name)}</h1>",
+            f'<p class="muted">{_e(str(Path(path).resolve()))} · generated {generated}</p>',
+            _cards(totals, run),
+            _curves_section(run),
+            _success_section(eps, run["per_file"]),
+            _length_section(eps),
+            _invalid_section(eps, run["per_file"]),
+            _files_section(run, viewer_port),
+            _look_section(eps, run, viewer_port)]
+    if run["config"]:
+        body.append(f"<h2>Configuration</h2><pre>{_e(run['config'])}</pre>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>turngym report: {_e(name)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(b for b in body if b) + "\n</body>\n</html>\n")
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}g}"
+
+
+def _bar(x: float | None, bad: bool = False) -> str:
+    width = 0 if x is None else max(0.0, min(1.0, x)) * 100
+    return f'<span class="bar{" bad" if bad else ""}"><span style="width:{width:.0f}%"></span></span>'
+
+
+def _cards(t: dict[str, Any], run: dict[str, Any]) -> str:
+    cards = [("episodes", str(t["episodes"])), ("success rate", _pct(t["success_rate"])),
+             ("mean return", _fmt(t["mean_return"])), ("mean turns", _fmt(t["mean_length"])),
+             ("invalid actions", _pct(t["invalid_rate"])), ("unscorable", str(t["unscorable"])),
+             ("trajectory files", str(len(run["per_file"])))]
+    if run["metrics"]:
+        cards.append(("metric rows", str(len(run["metrics"]))))
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="value">{_e(v)}</div><div class="name">{_e(k)}</div></div>' for k, v in cards
+    ) + "</div>"
+
+
+def _curves_section(run: dict[str, Any]) -> str:
+    charts = [line_chart(series, title, x_label) for title, x_label, series in metric_panels(run["metrics"])]
+    # what the trajectory files themselves say, update by update
+    per_update = {folder: [f for f in run["per_file"] if f["folder"] == folder and f["update"] is not None
+                           and f["episodes"]] for folder in ("rollouts", "eval")}
+    series = {
+        "rollout success rate": [(f["update"], f["success_rate"]) for f in per_update["rollouts"]
+                                 if f["success_rate"] is not None],
+        "eval success rate": [(f["update"], f["success_rate"]) for f in per_update["eval"]
+                              if f["success_rate"] is not None],
+        "rollout invalid-action rate": [(f["update"], f["invalid_rate"]) for f in per_update["rollouts"]
+                                        if f["invalid_rate"] is not None],
+    }
+    series = {k: v for k, v in series.items() if v}
+    if series:
+        charts.append(line_chart(series, "From the trajectory files", "update"))
+    charts = [c for c in charts if c]
+    if not charts:
+        return ('<h2 id="curves">Learning curves</h2><p class="muted">No metrics.jsonl and no rollouts/update_*.jsonl: '
+                "this is not a training run, so there are no curves.</p>")
+    return '<h2 id="curves">Learning curves</h2><div class="charts">' + "".join(charts) + "</div>"
+
+
+def latest_files(per_file: list[dict[str, Any]]) -> list[str]:
+    """The files that say how the agent does now: of a trainer's per-update files in a folder only
+    the last update's, every other file whole."""
+    last: dict[str, int] = {}
+    for f in per_file:
+        if f["update"] is not None:
+            last[f["folder"]] = max(last.get(f["folder"], -1), f["update"])
+    return [f["file"] for f in per_file if f["update"] is None or f["update"] == last[f["folder"]]]
+
+
+def _success_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) -> str:
+    if not eps:
+        return '<h2 id="success">Success by task type and split</h2><p class="muted">No episodes.</p>'
+    keep = latest_files(per_file)
+    note = ""
+    if len(keep) < len(per_file):  # a training run: earlier updates would blur the picture
+        eps = [e for e in eps if e["file"] in keep]
+        note = (" From the latest update's files only (earlier updates are in the curves above): "
+                + ", ".join(f"<code>{_e(f)}</code>" for f in keep) + ".")
+    splits = sorted({e["split"] for e in eps})
+    types = sorted({e["task_type"] for e in eps})
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in eps:
+        cells[(e["task_type"], e["split"])].append(e)
+        cells[(e["task_type"], "all")].append(e)
+        cells[("all", e["split"])].append(e)
+        cells[("all", "all")].append(e)
+    columns = splits + (["all"] if len(splits) > 1 else [])
+    rows_ = types + (["all"] if len(types) > 1 else [])
+    head = "<tr><th>task type \\ split</th>" + "".join(f"<th>{_e(s)}</th>" for s in columns) + "</tr>"
+    body = []
+    for t in rows_:
+        tds = []
+        for s in columns:
+            rates = _rates(cells.get((t, s), []))
+            tds.append('<td class="num">–</td>' if not rates["episodes"] else
+                       f'<td class="num">{_bar(rates["success_rate"])}{_pct(rates["success_rate"])} '
+                       f'<span class="muted">(n={rates["episodes"]})</span></td>')
+        body.append(f"<tr><th>{_e(t)}</th>{''.join(tds)}</tr>")
+    return ('<h2 id="success">Success by task type and split</h2>'
+            f'<p class="muted">Success rate over scorable episodes; n counts all episodes.{note}</p>'
+            f'<table class="success-table">{head}{"".join(body)}</table>')
+
+
+def _length_section(eps: list[dict[str, Any]]) -> str:
+    counts: dict[str, dict[int, int]] = {"success": defaultdict(int), "failure": defaultdict(int),
+                                         "unscorable": defaultdict(int)}
+    for e in eps:
+        label = "unscorable" if not e["scorable"] else "success" if e["success"] else "failure"
+        counts[label][e["length"]] += 1
+    counts = {k: dict(v) for k, v in counts.items() if v}
+    chart = histogram(counts, "Episode length", "turns", {"success": GREEN, "failure": RED, "unscorable": AMBER})
+    lengths = sorted(e["length"] for e in eps)
+    stats = (f'<p class="muted">min {lengths[0]} · median {lengths[len(lengths) // 2]} · max {lengths[-1]} turns; '
+             f'ended by the turn limit: {sum(e["done_reason"] in ("max_turns", "truncated") for e in eps)} episodes.</p>'
+             if lengths else '<p class="muted">No episodes.</p>')
+    return f'<h2 id="lengths">Episode length distribution</h2>{stats}<div class="charts">{chart}</div>'
+
+
+def _invalid_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) -> str:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in eps:
+        groups[(e["split"], e["task_type"])].append(e)
+    rows = []
+    for (split, ttype), members in sorted(groups.items()):
+        r = _rates(members)
+        rows.append(f"<tr><td>{_e(split)}</td><td>{_e(ttype)}</td><td class=\"num\">{r['steps']}</td>"
+                    f"<td class=\"num\">{sum(m['invalid_actions'] for m in members)}</td>"
+                    f"<td class=\"num\">{_bar(r['invalid_rate'], bad=True)}{_pct(r['invalid_rate'])}</td></tr>")
+    return ('<h2 id="invalid">Invalid-action rate</h2>'
+            '<p class="muted">Share of turns whose action the env rejected (info["action_valid"] false).</p>'
+            '<table class="invalid-table"><tr><th>split</th><th>task type</th><th>turns</th><th>invalid</th>'
+            f"<th>rate</th></tr>{''.join(rows)}</table>")
+
+
+def _viewer_url(port: int, file: str, **params: Any) -> str:
+    extra = "".join(f"&{k}={quote(str(v))}" for k, v in params.items())
+    return f"http://127.0.0.1:{port}/#file={quote(file)}{extra}"
+
+
+def _files_section(run: dict[str, Any], port: int) -> str:
+    command = f"turngym view {run['path']} --port {port}"
+    rows = []
+    for f in run["per_file"]:
+        rows.append(f'<tr><td><a href="{_e(_viewer_url(port, f["file"]))}">{_e(f["file"])}</a></td>'
+                    f'<td class="num">{f["episodes"]}</td><td class="num">{_pct(f["success_rate"])}</td>'
+                    f'<td class="num">{_fmt(f["mean_return"])}</td><td class="num">{_fmt(f["mean_length"])}</td>'
+                    f'<td class="num">{_pct(f["invalid_rate"])}</td><td class="num">{f["unscorable"]}</td></tr>')
+    return ('<h2 id="files">Trajectory files</h2>'
+            f"<p>Links open in the trajectory viewer: start it with <code>{_e(command)}</code>.</p>"
+            '<table class="files-table"><tr><th>file</th><th>episodes</th><th>success</th><th>mean return</th>'
+            f"<th>mean turns</th><th>invalid actions</th><th>unscorable</th></tr>{''.join(rows)}</table>"
+            + "".join(f'<p class="fail unreadable">skipped: {_e(msg)}</p>' for msg in run["unreadable"]))
+
+
+def _look_section(eps: list[dict[str, Any]], run: dict[str, Any], port: int, limit: int = 15) -> str:
+    """Failures with the lowest return, then unscorable ones: where an episode went wrong."""
+    worst = sorted((e for e in eps if not e["success"]),
+                   key=lambda e: (e["episode_return"] or 0.0, -e["invalid_actions"]))[:limit]
+    best = [e for e in eps if e["success"]][:3]
+    if not worst and not best:
+        return ""
+    rows = []
+    for e in worst + best:
+        outcome = ('<span class="unscorable">unscorable</span>' if not e["scorable"] else
+                   '<span class="ok">success</span>' if e["success"] else '<span class="fail">failure</span>')
+        link = _viewer_url(port, e["file"], episode=e["index"])
+        rows.append(f'<tr><td><a href="{_e(link)}">{_e(e["trajectory_id"])}</a></td><td>{_e(e["file"])}</td>'
+                    f'<td>{_e(e["task_id"])}</td>'
+                    f'<td>{_e(e["task_type"])}</td><td>{_e(e["split"])}</td><td class="num">{e["length"]}</td>'
+                    f'<td class="num">{_fmt(e["episode_return"])}</td><td>{outcome}</td>'
+                    f'<td class="num">{e["invalid_actions"]}</td></tr>')
+    return ('<h2 id="look">Episodes worth a look</h2>'
+            f'<p class="muted">Up to {limit} failed episodes with the lowest return, and a few successes, '
+            "each linked into the viewer.</p>"
+            '<table class="look-table"><tr><th>episode</th><th>file</th><th>task</th><th>type</th><th>split</th><th>turns</th>'
+            f"<th>return</th><th>outcome</th><th>invalid</th></tr>{''.join(rows)}</table>")
+
+
+# ----- command ----------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="a run directory (or one trajectory JSONL file)")
+    p.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
+    p.add_argument("--viewer-port", type=int, default=DEFAULT_PORT,
+                   help=f"port the report's viewer links point at (default {DEFAULT_PORT})")
+
+
+def run(args) -> int:
+    from turngym.cli import CLIError
+
+    if not Path(args.path).exists():
+        raise CLIError(f"{args.path}: no such run directory or file")
+    print(write_report(args.path, args.out, args.viewer_port))
+    return 0
