@@ -61,6 +61,9 @@ def conversation_at(traj: Trajectory, t: int) -> Conversation:
         messages.append({"role": "assistant", "content": step.action})
         messages.extend(step.info.get("messages", []))
         info = step.info
+    tools = traj.initial_info.get("tools")
+    if tools and not info.get("tools"):  # envs announce tools on reset only; policies keep them
+        info = {**info, "tools": tools}
     return Conversation(messages=messages, info=info, env_id=traj.env_id)
 
 
