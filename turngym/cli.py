@@ -12,6 +12,7 @@ from pathlib import Path
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
+    "train": ("train a policy with RL (and SFT) from a YAML/TOML config", "turngym.trainers.cli"),
     "serve": ("serve an environment as a website on localhost (shop)", "turngym.envs.shop.serve"),
     "serve-tools": ("serve an env's tools as an MCP server over stdio", "turngym.tools.mcp_server"),
     "view": ("browse a run's episodes in a local web page (turns, spans, advantages, groups)", "turngym.viewer.server"),

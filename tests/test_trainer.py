@@ -1,0 +1,310 @@
+"""Trainer tests: config checking, losses, spans, and short real runs (tiny random-init Llama on
+the Counter env): SFT then RL, every estimator family, LoRA's reference, the CLI, and exact resume
+after the training process is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
+
+from turngym.core.records import read_jsonl  # noqa: E402
+from turngym.trainers.config import TrainConfig, describe, load_config  # noqa: E402
+from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss  # noqa: E402
+from turngym.trainers.metrics import read_metrics  # noqa: E402
+from turngym.trainers.spans import parse_spans, token_span_mask  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+# Small everything: 2 tasks x 2 rollouts, 3 turns, 4 new tokens a turn.
+BASE = ["model.name=tiny", f"env.id={trainer_envs.ENV_ID}", "env.eval_split=test", "env.num_envs=4",
+        "env.max_turns=3", "rl.tasks_per_update=2", "rl.group_size=2", "rl.minibatch_size=6",
+        "rl.micro_batch_size=3", "rl.lr=1e-3", "eval.episodes=2", "progress=false",
+        "generation.max_new_tokens=4", "model.lora_rank=4"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Shared 2-core machines: one intra-op thread is much faster than two fighting for cores.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def cfg_for(tmp_path, *extra: str, name: str = "run") -> TrainConfig:
+    return load_config(None, [*BASE, f"run_dir={tmp_path / name}", *extra])
+
+
+def comparable(rows: list[dict]) -> list[dict]:
+    """Metrics without wall-clock figures."""
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+# ----- config ------------------------------------------------------------------------------
+
+def test_config_names_unknown_and_invalid_fields(tmp_path):
+    with pytest.raises(ValueError, match=r"^rl\.estimatr: unknown field"):
+        load_config(None, ["rl.estimatr=grpo"])
+    with pytest.raises(ValueError, match=r"^rl\.estimator: 'ppo' is not allowed; allowed: grpo, rloo"):
+        load_config(None, ["rl.estimator=ppo"])
+    with pytest.raises(ValueError, match=r"^rl\.group_size: expected int"):
+        load_config(None, ["rl.group_size=many"])
+    with pytest.raises(ValueError, match=r"^rl\.group_size: must be >= 1"):
+        load_config(None, ["rl.group_size=0"])
+    with pytest.raises(ValueError, match=r"^model\.lora: expected true or false"):
+        load_config(None, ["model.lora=3"])
+    with pytest.raises(ValueError, match=r"^rl\.estimator_args\.depth: not an option of estimator 'hgpo'; "
+                                         r"allowed: max_depth, alpha"):
+        load_config(None, ["rl.estimator=hgpo", "rl.estimator_args={depth: 3}"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env:\n  idd: x\n")
+    with pytest.raises(ValueError, match=r"^env\.idd: unknown field; allowed: id, kwargs"):
+        load_config(bad)
+
+
+def test_config_yaml_toml_and_overrides(tmp_path):
+    (tmp_path / "a.yaml").write_text("seed: 3\nrl:\n  estimator: rloo\n  lr: 2e-5\n")
+    (tmp_path / "a.toml").write_text("seed = 3\n[rl]\nestimator = 'rloo'\nlr = 2e-5\n")
+    for name in ("a.yaml", "a.toml"):
+        cfg = load_config(tmp_path / name, ["rl.group_size=4", "model.lora_target_modules=[q_proj]"])
+        assert (cfg.seed, cfg.rl.estimator, cfg.rl.lr, cfg.rl.group_size) == (3, "rloo", 2e-5, 4)
+        assert cfg.model.lora_target_modules == ["q_proj"]
+    for example in sorted((REPO / "examples").glob("*.*")):
+        load_config(example)  # the shipped examples stay valid
+    rows = describe()
+    assert len(rows) == len({r[0] for r in rows}) > 40
+    assert all(help_ for *_, help_ in rows), "every field is documented"
+
+
+# ----- losses and spans -----------------------------------------------------------------------
+
+def test_clipped_loss_by_hand():
+    logp = torch.log(torch.tensor([[0.5, 0.5, 0.1]]))
+    old = torch.log(torch.tensor([[0.25, 0.5, 0.1]]))   # ratios 2, 1, 1
+    adv = torch.tensor([[1.0, -1.0, 5.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])               # the third token is not the agent's
+    loss, clip_frac = clipped_policy_loss(logp, old, adv, mask, num_tokens=2, clip_low=0.2, clip_high=0.28)
+    # token 1: min(2*1, 1.28*1) = 1.28; token 2: min(-1, -1) = -1; masked token ignored
+    assert loss.item() == pytest.approx(-(1.28 - 1.0) / 2)
+    assert clip_frac.item() == pytest.approx(0.5)
+    assert kl_to_reference(logp, logp, mask, 2).item() == pytest.approx(0.0)
+    assert kl_to_reference(logp, old, mask, 2).item() > 0
+    assert sft_loss(logp, mask, 2).item() == pytest.approx(-np.log(0.5))
+    pred, target = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 5.0]])
+    assert value_loss(pred, target, torch.tensor([[1.0, 0.0]])).item() == pytest.approx(0.5)
+
+
+def test_micro_batches_add_up_to_the_full_batch():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 5, requires_grad=True)
+    old = torch.randn(4, 5).detach()
+    adv, mask = torch.randn(4, 5), (torch.rand(4, 5) > 0.3).float()
+    n = mask.sum().item()
+    full, _ = clipped_policy_loss(logits, old, adv, mask, n)
+    (g_full,) = torch.autograd.grad(full, logits)
+    parts = [clipped_policy_loss(logits[i:i + 2], old[i:i + 2], adv[i:i + 2], mask[i:i + 2], n)[0]
+             for i in (0, 2)]
+    (g_acc,) = torch.autograd.grad(sum(parts), logits)
+    assert torch.allclose(g_full, g_acc)
+
+
+def test_spans():
+    text = "<think>hmm</think><switch>SWITCH</switch><subgoal>find mug</subgoal><action>go to desk 1</action>"
+    spans = parse_spans(text)
+    assert {k: text[a:b] for k, (a, b) in spans.items()} == {
+        "think": "hmm", "switch": "SWITCH", "subgoal": "find mug", "action": "go to desk 1"}
+    assert parse_spans("go to desk 1") == {"action": [0, 12]}
+    assert token_span_mask([(0, 3), (3, 6), (6, 9)], [4, 6]) == [0, 1, 0]
+
+
+# ----- real runs -----------------------------------------------------------------------------
+
+def test_sft_then_rl_writes_the_run_directory(tmp_path):
+    from turngym.trainers.loop import train
+
+    cfg = cfg_for(tmp_path, "sft.episodes=4", "sft.batch_size=4", "rl.updates=2", "eval.every=1",
+                  "rl.estimator=gigpo", "rl.kl_coef=0.1", "rl.empg=true")
+    tr = train(cfg, log=lambda _: None)
+    run = Path(cfg.run_dir)
+    rows = read_metrics(run / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1, 2]
+    first = rows[0]
+    assert first["sft/turns"] > 0 and first["sft/expert_success_rate"] == 1.0
+    assert "eval/success_rate" in first and "eval_after_sft/success_rate" in first
+    assert rows[2]["env_steps"] > rows[1]["env_steps"] > 0
+    assert "loss/kl" in rows[1] and "eval/mean_return" in rows[2]
+    assert (run / "config.yaml").exists() and (run / "curves.png").stat().st_size > 0
+    assert any((run / "tb").iterdir())
+    assert sorted(p.name for p in (run / "eval").iterdir()) == ["update_0000.jsonl", "update_0001.jsonl",
+                                                                 "update_0002.jsonl"]
+    trajs = read_jsonl(run / "rollouts" / "update_0001.jsonl")
+    assert len(trajs) == 4 and len({t.group_id for t in trajs}) == 2
+    step = trajs[0].steps[0]
+    assert trajs[0].metadata["estimator"] == "gigpo+empg"
+    assert step.advantage is not None and step.state_key and step.spans
+    assert step.prompt_ids and len(step.completion_ids) == len(step.logprobs) == len(step.entropies) \
+        == len(step.loss_mask) > 0
+    # the rewards differ inside groups, so advantages (and weights) moved
+    assert any(abs(s.advantage) > 0 for t in trajs for s in t.steps)
+    assert rows[1]["policy/grad_norm"] > 0
+    assert tr.model.peft_config  # LoRA by default
+
+
+def test_lora_reference_is_the_base_model(tmp_path):
+    from turngym.trainers.loop import build_trainer, score
+
+    tr = build_trainer(cfg_for(tmp_path, "rl.kl_coef=0.1"), log=lambda _: None)
+    with torch.no_grad():  # move the adapters away from their zero start
+        for name, p in tr.model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.05)
+    prompt, completion = [[1, 2, 3, 4]], [[5, 6, 7]]
+    policy = score(tr, prompt, completion, with_grad=False).logprobs
+    reference = score(tr, prompt, completion, with_grad=False, reference=True).logprobs
+    with tr.model.disable_adapter(), torch.no_grad():
+        from turngym.agents.scoring import score_completions
+
+        base = score_completions(tr.model.get_base_model(), prompt, completion).logprobs
+    assert torch.allclose(reference, base, atol=1e-6)
+    assert not torch.allclose(policy, reference, atol=1e-4)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
+def test_every_estimator_trains(tmp_path, estimator):
+    from turngym.trainers.loop import train
+
+    extra = ["model.lora=false"] if estimator == "rloo" else []  # full fine-tuning path too
+    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "save_rollouts=true",
+                  f"rl.estimator={estimator}", "checkpoint_every=0", "tensorboard=false", *extra)
+    train(cfg, log=lambda _: None)
+    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
+    assert rows[-1]["update"] == 1 and rows[-1]["policy/completion_tokens"] > 0
+    if estimator in ("turn_gae", "hiper"):
+        assert "loss/value" in rows[-1]
+    trajs = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")
+    assert all(s.advantage is not None for t in trajs for s in t.steps)
+
+
+def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
+    """Kill `turngym train` with SIGKILL after it has logged update 2 of 4, resume, compare."""
+    from turngym.trainers.loop import train
+
+    extra = ["rl.updates=4", "eval.every=2", "sft.episodes=2", "sft.batch_size=4", "rl.estimator=gigpo"]
+    straight = cfg_for(tmp_path, *extra, name="straight")
+    train(straight, log=lambda _: None)
+    expected = comparable(read_metrics(Path(straight.run_dir) / "metrics.jsonl"))
+    assert [r["update"] for r in expected] == [0, 1, 2, 3, 4]
+
+    killed = cfg_for(tmp_path, *extra, name="killed")
+    config_file = tmp_path / "killed.yaml"
+    config_file.write_text(json.dumps(killed.to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "turngym", "train", "--config", str(config_file),
+                             "--env-module", "trainer_envs"], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = Path(killed.run_dir) / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any(r.get("update") == 2 for r in read_metrics(metrics)):
+                break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    saved = sorted(p.name for p in (Path(killed.run_dir) / "checkpoints").glob("update_*"))
+    assert saved and saved[-1] < "update_0004", saved
+
+    torch.set_num_threads(1)
+    logs: list[str] = []
+    train(killed, log=logs.append)
+    assert any(line.startswith("resumed from") for line in logs)
+    assert comparable(read_metrics(metrics)) == expected
+
+
+def test_cli_train_errors_name_the_field(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[rl]\nestimator = 'gigpo'\ngroup_sise = 4\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "turngym", "train", "--config", str(bad)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "rl.group_sise: unknown field" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "turngym", "train", "--dry-run", "rl.estimator=hgpo"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "estimator: hgpo" in out.stdout
+
+
+def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
+    """A remote server (vLLM, any OpenAI-compatible API) may return text only: the trainer
+    re-tokenizes the replies with its own chat template and recomputes the old log-probs."""
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+    from turngym.trainers.loop import train
+
+    model, tokenizer = load_model("tiny", seed=1)
+    server = HFPolicy(model, tokenizer, max_new_tokens=4)
+
+    class TextOnly:
+        def act(self, conversations):
+            return [c.text for c in server.act(conversations)]
+
+    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "checkpoint_every=0",
+                  "tensorboard=false")
+    train(cfg, log=lambda _: None, rollout_policy=TextOnly())
+    row = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")[-1]
+    assert row["policy/retokenized_steps"] > 0 and row["policy/completion_tokens"] > 0
+    assert np.isfinite(row["loss/policy"]) and row["policy/grad_norm"] > 0
+    step = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")[0].steps[0]
+    assert step.prompt_ids and step.completion_ids[-1] == tokenizer.eos_token_id and not step.logprobs
+
+
+def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
+    """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs)."""
+    import argparse
+
+    from turngym import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "1",
+                              "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2",
+                              "--group-size", "2", "--no-progress"])
+    assert demo.run(args) == 0
+    out = capsys.readouterr().out
+    assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
+    assert (tmp_path / "demo" / "curves.png").exists()
+
+
+def test_two_processes_average_gradients(tmp_path):
+    """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
+    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",
+                  name="ddp")
+    config_file = tmp_path / "ddp.yaml"
+    config_file.write_text(json.dumps(cfg.to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                          "--master_port", "29517", "-m", "turngym", "train", "--config", str(config_file),
+                          "--env-module", "trainer_envs"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
+    assert rows[-1]["policy/grad_norm"] > 0
+    assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()

@@ -1,0 +1,33 @@
+"""GRPO: one advantage per trajectory, the group-normalised episode return.
+
+For a group of N rollouts of the same task and seed with returns R_1..R_N:
+
+    A_i = (R_i - mean_j R_j) / (std_j R_j + eps)        (std with ddof=1)
+
+and every step (every agent token) of trajectory i gets A_i. A group of one gets 0. With
+``scale=False`` the division is skipped (Dr. GRPO's variant, unbiased by the group's spread).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from turngym.core.records import Trajectory
+from turngym.trainers.advantages._common import EPS, index_of, normalize_in_groups
+
+
+def trajectory_returns(trajectories: list[Trajectory]) -> np.ndarray:
+    return np.array([sum(s.reward for s in t.steps) for t in trajectories], dtype=np.float64)
+
+
+def episode_advantage(trajectories: list[Trajectory], scale: bool = True, eps: float = EPS) -> np.ndarray:
+    """The GRPO value per trajectory (also GiGPO's and HGPO's episode term)."""
+    returns = trajectory_returns(trajectories)
+    groups = index_of(t.group_id or f"#{i}" for i, t in enumerate(trajectories))
+    mask = np.array([t.scorable for t in trajectories], dtype=bool)
+    return normalize_in_groups(returns, groups, mask, scale=scale, eps=eps)
+
+
+def advantages(trajectories: list[Trajectory], scale: bool = True, eps: float = EPS) -> list[np.ndarray]:
+    per_traj = episode_advantage(trajectories, scale=scale, eps=eps)
+    return [np.full(len(t.steps), a, dtype=np.float32) for t, a in zip(trajectories, per_traj)]

@@ -1,0 +1,284 @@
+"""Training configuration: nested dataclasses, every field documented, loaded from YAML or TOML.
+
+    cfg = load_config("train.yaml", overrides=["rl.lr=2e-5", "rl.estimator=rloo"])
+
+Unknown fields and values of the wrong type or outside the allowed set fail at load time with a
+``ValueError`` naming the field (``rl.estimatr: unknown field; allowed: ...``). ``describe()``
+lists every field with its type, default and help (``turngym train --print-config``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ESTIMATOR_NAMES = ("grpo", "rloo", "gigpo", "hgpo", "graph", "turn_gae", "hiper")
+BACKEND_NAMES = ("inline", "thread", "process", "ray")
+
+
+def doc(help_: str, choices: tuple | None = None, minimum: float | None = None, **kw) -> Any:
+    """A dataclass field with its documentation (and optional allowed values / lower bound)."""
+    meta = {"help": help_, "choices": choices, "minimum": minimum}
+    if "default_factory" in kw:
+        return field(default_factory=kw.pop("default_factory"), metadata=meta)
+    return field(default=kw.pop("default"), metadata=meta)
+
+
+@dataclass
+class EnvConfig:
+    id: str = doc("registered env id to train on", default="turngym/Household-Easy-v0")
+    kwargs: dict = doc("extra keyword arguments for turngym.make", default_factory=dict)
+    train_split: str = doc("split the training tasks come from", default="train")
+    eval_split: str = doc("held-out split for periodic evaluation", default="valid_unseen")
+    backend: str = doc("EnvPool backend; 'inline' keeps runs bit-for-bit reproducible (the policy batch "
+                       "never depends on which env answered first)", choices=BACKEND_NAMES, default="inline")
+    num_envs: int = doc("envs stepped at once (also the policy's generation batch)", minimum=1, default=8)
+    ray_address: str | None = doc("ray.init(address=...) for backend 'ray' (None: a local Ray)", default=None)
+    max_turns: int = doc("cut episodes off after this many turns", minimum=1, default=30)
+
+
+@dataclass
+class ModelConfig:
+    name: str = doc("model: 'smollm2-135m' (embedded), 'tiny' (random init, tests), or a checkpoint "
+                    "directory", default="smollm2-135m")
+    dtype: str = doc("torch dtype of the weights", choices=("float32", "bfloat16", "float16"), default="float32")
+    device: str | None = doc("torch device (None: cuda if available, else cpu)", default=None)
+    lora: bool = doc("train LoRA adapters (peft) instead of all weights; the reference model for the "
+                     "KL is then the base with adapters off", default=True)
+    lora_rank: int = doc("LoRA rank r", minimum=1, default=16)
+    lora_alpha: float = doc("LoRA scaling alpha", minimum=0, default=32.0)
+    lora_dropout: float = doc("LoRA dropout", minimum=0, default=0.0)
+    lora_target_modules: list = doc("module names that get adapters",
+                                    default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                             "gate_proj", "up_proj", "down_proj"])
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int = doc("tokens generated per turn at most", minimum=1, default=24)
+    temperature: float = doc("sampling temperature for training rollouts", minimum=0, default=1.0)
+    top_p: float = doc("nucleus sampling for training rollouts", minimum=0, default=1.0)
+    eval_temperature: float = doc("temperature for evaluation (0: greedy)", minimum=0, default=0.0)
+    server_url: str | None = doc("generate training rollouts on an OpenAI-compatible server (vLLM, "
+                                 "`turngym serve-policy`) at this URL instead of in-process; the trainer "
+                                 "re-tokenizes the replies and recomputes their log-probs", default=None)
+    server_model: str | None = doc("model name on the server (None: the first it lists)", default=None)
+    server_sync: str = doc("how the server gets new weights after each update: 'none' (you reload it), "
+                           "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
+                           "/v1/load_lora_adapter; needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)",
+                           choices=("none", "vllm_lora"), default="none")
+
+
+@dataclass
+class PromptSection:
+    history: str = doc("what the model sees of earlier turns", choices=("full", "last_k", "summary"),
+                       default="full")
+    history_k: int = doc("turns kept verbatim by last_k / summary", minimum=0, default=4)
+    show_admissible: bool = doc("list the env's admissible actions under each observation", default=True)
+    system_prompt: str | None = doc("replaces the env's instructions when set", default=None)
+
+
+@dataclass
+class SFTConfig:
+    episodes: int = doc("expert episodes to imitate before RL (0: no SFT)", minimum=0, default=0)
+    epochs: int = doc("passes over the expert turns", minimum=1, default=1)
+    lr: float = doc("learning rate (AdamW) for SFT", minimum=0, default=2e-4)
+    batch_size: int = doc("turns per optimizer step", minimum=1, default=8)
+    micro_batch_size: int = doc("turns per forward pass (gradient accumulation)", minimum=1, default=8)
+
+
+@dataclass
+class RLConfig:
+    updates: int = doc("policy updates (each: collect groups, compute advantages, optimise)", minimum=0,
+                       default=10)
+    tasks_per_update: int = doc("distinct tasks per update", minimum=1, default=2)
+    group_size: int = doc("rollouts per task with identical start (the group)", minimum=1, default=8)
+    estimator: str = doc("advantage estimator", choices=ESTIMATOR_NAMES, default="gigpo")
+    estimator_args: dict = doc("keyword arguments for the estimator (e.g. gamma, max_depth, alpha, lam)",
+                               default_factory=dict)
+    empg: bool = doc("apply EMPG entropy modulation on top of the estimator", default=False)
+    empg_args: dict = doc("keyword arguments for EMPG (k, k_next, zeta)", default_factory=dict)
+    lr: float = doc("learning rate (AdamW) for RL", minimum=0, default=1e-4)
+    weight_decay: float = doc("AdamW weight decay", minimum=0, default=0.0)
+    epochs: int = doc("optimisation passes over each update's data", minimum=1, default=1)
+    minibatch_size: int = doc("turns per optimizer step", minimum=1, default=16)
+    micro_batch_size: int = doc("turns per forward pass (gradient accumulation)", minimum=1, default=8)
+    clip_low: float = doc("PPO clip: ratio floor is 1 - clip_low", minimum=0, default=0.2)
+    clip_high: float = doc("PPO clip: ratio ceiling is 1 + clip_high", minimum=0, default=0.28)
+    kl_coef: float = doc("weight of the KL to the reference model (0: no reference pass)", minimum=0,
+                         default=0.0)
+    value_coef: float = doc("weight of the value-head loss (turn_gae, hiper)", minimum=0, default=0.5)
+    max_grad_norm: float = doc("gradient clipping norm", minimum=0, default=1.0)
+
+
+@dataclass
+class EvalConfig:
+    every: int = doc("evaluate on the held-out split every this many updates (0: only at the end)",
+                     minimum=0, default=5)
+    episodes: int = doc("held-out episodes per evaluation (tasks taken in order)", minimum=1, default=20)
+    at_start: bool = doc("also evaluate before training (update 0)", default=True)
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str = doc("output folder: config.yaml, metrics.jsonl, rollouts/, eval/, curves.png, "
+                       "checkpoints/", default="runs/train")
+    seed: int = doc("seed of everything (task order, sampling, init)", default=0)
+    resume: bool = doc("continue from the newest checkpoint in run_dir if there is one", default=True)
+    checkpoint_every: int = doc("save a checkpoint every this many updates (0: never)", minimum=0, default=1)
+    keep_checkpoints: int = doc("newest checkpoints kept on disk", minimum=1, default=2)
+    tensorboard: bool = doc("also write TensorBoard event files under run_dir/tb", default=True)
+    progress: bool = doc("show progress bars", default=True)
+    save_rollouts: bool = doc("write every update's trajectories to run_dir/rollouts/", default=True)
+    env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "environment"})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "policy model"})
+    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={"help": "sampling"})
+    prompt: PromptSection = field(default_factory=PromptSection,
+                                  metadata={"help": "how conversations are shown to the model"})
+    sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "supervised warm start"})
+    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "reinforcement learning"})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "held-out evaluation"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----- loading and checking ---------------------------------------------------------------
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict | None = None) -> TrainConfig:
+    """Read YAML/TOML (or start from ``base``), apply ``key.sub=value`` overrides, check."""
+    data: dict[str, Any] = dict(base or {})
+    if path is not None:
+        data = _merge(data, read_file(path))
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"override {item!r}: expected key.sub=value")
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{key}: {part} is not a section")
+        node[parts[-1]] = value
+    cfg = build(TrainConfig, data, "")
+    check_estimator_args(cfg)
+    return cfg
+
+
+def check_estimator_args(cfg: TrainConfig) -> None:
+    """Fail at load time (not after the model loaded) on an option the estimator does not take."""
+    import inspect
+
+    from turngym.trainers.advantages import ESTIMATORS, empg
+
+    skip = {"trajectories", "values", "values_lo", "values_hi", "switches", "advantages"}
+    for name, fn, given in (("rl.estimator_args", ESTIMATORS[cfg.rl.estimator], cfg.rl.estimator_args),
+                            ("rl.empg_args", empg.modulate, cfg.rl.empg_args)):
+        allowed = [p for p in inspect.signature(fn).parameters if p not in skip]
+        for key in given:
+            if key not in allowed:
+                what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"
+                raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"config: {path} does not exist")
+    text = path.read_text()
+    if path.suffix == ".toml":
+        data = tomllib.loads(text)
+    elif path.suffix in (".yaml", ".yml", ".json"):
+        data = yaml.safe_load(text) or {}
+    else:
+        raise ValueError(f"config: {path} must end in .yaml, .yml, .toml or .json")
+    if not isinstance(data, dict):
+        raise ValueError(f"config: {path} must hold a mapping at the top level")
+    return data
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def build(cls, data: Any, prefix: str):
+    if not isinstance(data, dict):
+        raise ValueError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"{prefix}{unknown[0]}: unknown field; allowed: {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, value in data.items():
+        f, hint = fields[name], hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = build(hint, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _check(f"{prefix}{name}", value, hint, f.metadata)
+    return cls(**kwargs)
+
+
+def _check(name: str, value: Any, hint: Any, meta: Any) -> Any:
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{name}: must not be empty")
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if base is float and isinstance(value, str):  # YAML 1.1 reads "2e-5" as text
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    origin = typing.get_origin(base) or base
+    if origin is bool and not isinstance(value, bool):
+        raise ValueError(f"{name}: expected true or false, got {value!r}")
+    if origin in (int, float) and (isinstance(value, bool) or not isinstance(value, origin)):
+        raise ValueError(f"{name}: expected {origin.__name__}, got {value!r}")
+    if origin in (str, list, dict) and not isinstance(value, origin):
+        raise ValueError(f"{name}: expected {origin.__name__}, got {value!r}")
+    choices, minimum = meta.get("choices"), meta.get("minimum")
+    if choices and value not in choices:
+        raise ValueError(f"{name}: {value!r} is not allowed; allowed: {', '.join(map(str, choices))}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {value!r}")
+    return value
+
+
+def describe(cls=TrainConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(name, type, default, help) for every field, sections flattened with dots."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            rows += describe(hint, f"{prefix}{f.name}.")
+            continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        type_name = getattr(hint, "__name__", str(hint)).replace("typing.", "")
+        help_ = f.metadata.get("help", "")
+        if f.metadata.get("choices"):
+            help_ += f" (one of: {', '.join(f.metadata['choices'])})"
+        rows.append((f"{prefix}{f.name}", type_name, json.dumps(default), help_))
+    return rows
+
+
+def dump_yaml(cfg: TrainConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -1,0 +1,108 @@
+"""Where a run's numbers go: metrics.jsonl (one object per line), TensorBoard, curves.png."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+class MetricsWriter:
+    """Appends one JSON object per line to ``run_dir/metrics.jsonl``, mirrors scalars to TensorBoard.
+
+    On resume, lines written after the checkpoint (by the killed run) are dropped first, so the
+    file always matches the state the run continues from.
+    """
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, keep_until_update: int | None = None):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_until_update is not None:
+            truncate_metrics(self.path, keep_until_update)
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(Path(run_dir) / "tb"))
+            except ImportError:  # tensorboard is optional; JSONL is the record
+                self.tb = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        clean = {k: _plain(v) for k, v in row.items()}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(clean) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.tb is not None:
+            step = int(clean.get("env_steps", clean.get("update", 0)))
+            for k, v in clean.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("env_steps",):
+                    self.tb.add_scalar(k, v, step)
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    path = Path(path)
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a killed writer
+    return rows
+
+
+def truncate_metrics(path: Path, last_update: int) -> None:
+    """Keep rows whose ``update`` is <= last_update (rows of a killed run's lost work go)."""
+    if not path.exists():
+        return
+    rows = [r for r in read_metrics(path) if r.get("update", 0) <= last_update]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str | None = None) -> Path:
+    """Success rate and mean return against env steps (train and held-out eval) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    out = Path(out) if out else run_dir / "curves.png"
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, metric, label in ((axes[0], "success_rate", "success rate"), (axes[1], "mean_return", "mean return")):
+        for prefix, style in (("train", "-"), ("eval", "o-")):
+            pts = [(r.get("env_steps", 0), r[f"{prefix}/{metric}"]) for r in rows
+                   if r.get(f"{prefix}/{metric}") is not None]
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, style, label=f"{prefix}")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title or run_dir.name)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
