@@ -147,6 +147,7 @@ def test_sft_then_rl_writes_the_run_directory(tmp_path):
     assert rows[2]["env_steps"] > rows[1]["env_steps"] > 0
     assert "loss/kl" in rows[1] and "eval/mean_return" in rows[2]
     assert (run / "config.yaml").exists() and (run / "curves.png").stat().st_size > 0
+    assert "<svg" in (run / "report.html").read_text()  # the run report, written at the end
     assert any((run / "tb").iterdir())
     assert sorted(p.name for p in (run / "eval").iterdir()) == ["update_0000.jsonl", "update_0001.jsonl",
                                                                  "update_0002.jsonl"]

@@ -90,9 +90,7 @@ def run(args) -> int:
     print()
     print(f"learning curves: {cfg.run_dir}/curves.png   metrics: {cfg.run_dir}/metrics.jsonl   "
           f"total {minutes:.1f} min")
-    from turngym.viewer import write_report
-
-    print(f"report: {write_report(cfg.run_dir)}   (browse the episodes: turngym view {cfg.run_dir})")
+    print(f"report: {cfg.run_dir}/report.html   (browse the episodes: turngym view {cfg.run_dir})")
     return 0
 
 

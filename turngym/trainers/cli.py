@@ -55,5 +55,5 @@ def run(args) -> int:
     from turngym.trainers.loop import train
 
     train(cfg)
-    print(f"run written to {cfg.run_dir} (metrics.jsonl, curves.png, checkpoints/)")
+    print(f"run written to {cfg.run_dir} (metrics.jsonl, curves.png, report.html, checkpoints/)")
     return 0

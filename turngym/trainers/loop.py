@@ -586,7 +586,10 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         pool.close()
         metrics.close()
     if main and read_metrics(run_dir / "metrics.jsonl"):
+        from turngym.viewer import write_report
+
         plot_curves(run_dir)
+        write_report(run_dir)  # run_dir/report.html: curves, success by task type, links into the viewer
     return tr
 
 
