@@ -26,6 +26,17 @@ class CLIError(Exception):
     """A mistake the user can fix; printed as one line, exit code 2."""
 
 
+def serve_until_interrupted(server) -> int:
+    """Serve an http.server until Ctrl-C, then close its socket; the exit code."""
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def _add_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="only envs of this family")
 

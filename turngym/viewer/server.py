@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from turngym.cli import CLIError
+    from turngym.cli import CLIError, serve_until_interrupted
 
     try:
         server = make_server(args.path, args.port)
@@ -173,10 +173,4 @@ def run(args) -> int:
     print(f"turngym view: {args.path} at {url}  (Ctrl-C to stop)", flush=True)
     if args.open:
         webbrowser.open(url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server)

@@ -126,7 +126,7 @@ def make_server(site: ShopSite, host: str = "127.0.0.1", port: int = 8000) -> Th
 
 
 def run(args: argparse.Namespace) -> int:
-    from turngym.cli import CLIError
+    from turngym.cli import CLIError, serve_until_interrupted
 
     try:
         catalog = open_catalog(args.catalog_size, 0, args.catalog_path)
@@ -139,10 +139,4 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--port: cannot listen on {args.host}:{args.port} ({e.strerror})") from None
     print(f"turngym shop ({catalog.name}, {args.split} goals) at http://{args.host}:{args.port}/  (Ctrl-C stops)",
           flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server)
