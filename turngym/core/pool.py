@@ -189,8 +189,10 @@ class _ProcessBackend:
             except (EOFError, OSError):  # the host process died: restart it, fail its episodes
                 self.deaths[h] += 1
                 if self.deaths[h] > 3:
-                    raise RuntimeError(f"env host process {h} died {self.deaths[h]} times in a row; "
-                                       "is the env importable in a fresh process?") from None
+                    raise RuntimeError(
+                        f"env host process {h} died {self.deaths[h]} times in a row. Is the env importable "
+                        "in a fresh process? A script that uses backend='process' must start the pool "
+                        "under `if __name__ == '__main__':` (workers are spawned and import the script).") from None
                 self._restart(h)
                 out.append((h, [(op[1], "error", "env host process died") for op in ops]))
         return out
