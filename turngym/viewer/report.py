@@ -141,6 +141,19 @@ def _legend(entries: list[tuple[str, str]], left: float, right: float, y: float 
     return parts, 15 * rows if entries else 0
 
 
+def _chart_frame(title: str, width: int, height: int, left: float, right: float, yt: list[float],
+                 sy) -> list[str]:
+    """The opening of a chart's SVG: title and the horizontal grid lines with their labels."""
+    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" role="img">',
+             f"<title>{html.escape(title)}</title>",
+             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
+    for y in yt:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
+    return parts
+
+
 def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str,
                width: int = 520, height: int = 250) -> str:
     """Inline SVG with one line per series, axes with round ticks and a legend."""
@@ -162,13 +175,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label
     def sy(y: float) -> float:
         return height - bottom - (y - y0) / (y1 - y0 or 1) * (height - top - bottom)
 
-    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-             f'width="{width}" height="{height}" role="img">',
-             f"<title>{html.escape(title)}</title>",
-             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
-    for y in yt:
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
-        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
+    parts = _chart_frame(title, width, height, left, right, yt, sy)
     for x in xt:
         parts.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_num(x)}</text>')
     parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
@@ -210,13 +217,7 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
     def sy(y: float) -> float:
         return height - bottom - y / (yt[-1] or 1) * plot_h
 
-    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-             f'width="{width}" height="{height}" role="img">',
-             f"<title>{html.escape(title)}</title>",
-             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
-    for y in yt:
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
-        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
+    parts = _chart_frame(title, width, height, left, right, yt, sy)
     label_every = max(1, math.ceil(len(bins) / 12))
     for i, b in enumerate(bins):
         base = 0
