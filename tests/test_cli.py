@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from turngym.cli import main
+from turngym.cli import BUILTIN_COMMANDS, EXTERNAL_COMMANDS, main
 from turngym.core.records import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_unknown_env_and_bad_policy_give_one_clear_line():
     assert r.returncode == 2 and "--episodes" in r.stderr
 
 
-@pytest.mark.parametrize("command", ["list", "play", "eval", "demo"])
+@pytest.mark.parametrize("command", [*BUILTIN_COMMANDS, *EXTERNAL_COMMANDS])
 def test_help_on_every_command(command):
     r = run_cli(command, "--help")
     assert r.returncode == 0 and "usage: turngym" in r.stdout
