@@ -26,7 +26,7 @@ def demo_overrides(args) -> list[str]:
         f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", "env.num_envs=10",
         f"env.max_turns={args.max_turns}",
         f"model.name={args.model}", "model.lora=true", "model.lora_rank=16", "model.lora_alpha=32",
-        "generation.max_new_tokens=16", "generation.temperature=0.7", "generation.eval_temperature=0",
+        "generation.max_new_tokens=16", "generation.temperature=1.0", "generation.eval_temperature=0",
         # the preset lists admissible actions in every observation already; the goal stays in the
         # first message and only the last turn is shown, which keeps prompts near 300 tokens (on
         # CPU, prompt tokens are most of the cost of both generation and training)
