@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
-from turngym.core.policy import Conversation, as_completion, completion_action
+from turngym.core.policy import Completion, Conversation, completion_action
 from turngym.core.records import Step, Trajectory
 from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
@@ -379,9 +379,8 @@ class EnvPool:
                     if len(outs) != len(convs):
                         raise RuntimeError(f"policy returned {len(outs)} completions for {len(convs)} conversations")
                     for slot, out in zip(waiting, outs):
-                        running[slot].completion = as_completion(out)
-                        outbox.setdefault(self.slot_host[slot], []).append(
-                            ("step", slot, completion_action(running[slot].completion)))
+                        running[slot].completion = out  # a str or a Completion with token data
+                        outbox.setdefault(self.slot_host[slot], []).append(("step", slot, completion_action(out)))
                 waiting = []
             for h in list(outbox):
                 if h not in busy:
@@ -413,7 +412,7 @@ class EnvPool:
                     step = Step(turn=len(traj.steps), observation=ep.observation, action=action,
                                 reward=reward, terminated=terminated, truncated=truncated,
                                 state_key=ep.info.get("state_key", ""), info=info)
-                    if completion is not None:
+                    if isinstance(completion, Completion):
                         step.prompt_ids = completion.prompt_ids
                         step.completion_ids = completion.completion_ids
                         step.logprobs = completion.logprobs
