@@ -1,0 +1,330 @@
+"""Run the integrity checks on one env and build the report (see ``turngym/check/__init__.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from turngym.check.exploits import SHORTCUTS
+from turngym.check.policies import DEGENERATE, INVALID_ACTIONS, Factory, expert
+from turngym.core.registry import make, spec
+
+CHECKS = ("expert", "floor", "shortcut", "invalid", "seed")
+DEFAULT_EPISODES = 10
+HARD_STEP_CAP = 200  # for envs registered without a turn limit
+PROBES = 3  # invalid actions slipped into each probed expert episode
+REPLAYS = 3  # episodes replayed by the same-seed check
+
+
+@dataclass
+class Thresholds:
+    """The rule each check applies (defaults documented in docs/check.md).
+
+    expert: success rate >= ``expert_min_success`` (and every episode scorable).
+    floor and shortcut: success rate <= ``max_success`` and mean reward <= ``max_reward_ratio``
+    x the expert's mean reward (x 1.0 when the env has no expert). ``policy_max_success``
+    overrides ``max_success`` for named policies.
+    """
+
+    expert_min_success: float = 1.0
+    max_success: float = 0.15
+    max_reward_ratio: float = 0.5
+    policy_max_success: dict[str, float] = field(default_factory=lambda: {
+        # issue 16's target for the shop's "options" baseline (the plain rule baseline gets 0.15)
+        "shop:search-options-buy-first": 0.30,
+    })
+
+    def __post_init__(self):
+        for name in ("expert_min_success", "max_success", "max_reward_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}: must be a number in [0, 1], got {value!r}")
+
+
+@dataclass
+class Episode:
+    task_id: str
+    seed: int
+    actions: list[str] = field(default_factory=list)
+    # per turn (reset included): observation, reward, terminated, truncated, state_key, action_valid
+    trace: list[tuple] = field(default_factory=list)
+    total_reward: float = 0.0
+    success: bool = False
+    scorable: bool = True
+    error: str | None = None
+    invalid_steps: int = 0
+    invalid_changes: list[str] = field(default_factory=list)  # what an invalid action changed
+
+
+@dataclass
+class CheckReport:
+    env_id: str
+    split: str
+    episodes: int
+    seed: int
+    thresholds: Thresholds
+    rows: list[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["verdict"] == "FAIL"]
+
+    def row(self, check: str, policy: str) -> dict[str, Any]:
+        return next(r for r in self.rows if r["check"] == check and r["policy"] == policy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "split": self.split, "episodes": self.episodes, "seed": self.seed,
+                "thresholds": dataclasses.asdict(self.thresholds), "ok": self.ok, "rows": self.rows}
+
+
+# ----- playing episodes ----------------------------------------------------------------------------------
+
+def _snapshot(observation: str, reward: float, terminated: bool, truncated: bool, info: dict) -> tuple:
+    return (observation, round(float(reward), 9), terminated, truncated, info.get("state_key"), info.get("action_valid"))
+
+
+def _note_invalid(episode: Episode, action: str, before: dict, after: dict) -> None:
+    """An action the env called invalid must change nothing: state key, admissible actions, progress."""
+    episode.invalid_steps += 1
+    changed = [k for k in ("state_key", "admissible_actions", "progress") if before.get(k) != after.get(k)]
+    if changed:
+        episode.invalid_changes.append(f"{episode.task_id} turn {len(episode.actions)}: {action[:40]!r} "
+                                       f"changed {', '.join(changed)}")
+
+
+def play(env, factory: Factory, task_id: str, seed: int, probes: int = 0) -> Episode | None:
+    """One episode of a policy; None when the policy does not apply to it. With ``probes``, the
+    first turns alternate an action from ``INVALID_ACTIONS`` with the policy's own action."""
+    observation, info = env.reset(seed=seed, options={"task_id": task_id})
+    act = factory(env, seed, observation, info)
+    if act is None:
+        return None
+    episode = Episode(task_id=task_id, seed=seed)
+    episode.trace.append(_snapshot(observation, 0.0, False, False, info))
+    limit = (env.spec.max_episode_steps if env.spec is not None else None) or HARD_STEP_CAP
+    for turn in range(limit + probes):
+        if turn % 2 == 0 and turn // 2 < probes:
+            action = INVALID_ACTIONS[(turn // 2) % len(INVALID_ACTIONS)]
+        else:
+            try:
+                action = act(observation, info)
+            except NotImplementedError:
+                raise
+            except Exception as exc:  # the policy could not read the env's observation: report it
+                episode.error = f"the policy failed: {type(exc).__name__}: {exc}"
+                return episode
+        try:
+            observation, reward, terminated, truncated, new_info = env.step(action)
+        except Exception as exc:  # step must never raise, whatever the action
+            episode.error = f"step({action[:40]!r}) raised {type(exc).__name__}: {exc}"
+            return episode
+        episode.actions.append(action)
+        episode.trace.append(_snapshot(observation, reward, terminated, truncated, new_info))
+        episode.total_reward += reward
+        if new_info.get("action_valid") is False:
+            _note_invalid(episode, action, info, new_info)
+        info = new_info
+        if not info.get("scorable", True):
+            episode.scorable = False
+        if terminated or truncated:
+            episode.success = bool(info.get("is_success"))
+            return episode
+    episode.error = f"no end after {len(episode.actions)} steps (the env set no turn limit?)"
+    return episode
+
+
+def replay(env, episode: Episode) -> str | None:
+    """Play ``episode``'s actions again from the same seed and task; the first difference, or None."""
+    observation, info = env.reset(seed=episode.seed, options={"task_id": episode.task_id})
+    trace = [_snapshot(observation, 0.0, False, False, info)]
+    for action in episode.actions:
+        observation, reward, terminated, truncated, info = env.step(action)
+        trace.append(_snapshot(observation, reward, terminated, truncated, info))
+    names = ("observation", "reward", "terminated", "truncated", "state_key", "action_valid")
+    for turn, (a, b) in enumerate(zip(episode.trace, trace)):
+        for name, x, y in zip(names, a, b):
+            if x != y:
+                return f"{episode.task_id} seed {episode.seed} turn {turn}: {name} differs ({_short(x)} vs {_short(y)})"
+    if len(trace) != len(episode.trace):
+        return f"{episode.task_id} seed {episode.seed}: {len(episode.trace)} vs {len(trace)} turns"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ----- rows ---------------------------------------------------------------------------------------------
+
+def _stats(episodes: list[Episode]) -> dict[str, Any]:
+    scored = [e for e in episodes if e.scorable and e.error is None]
+    n = max(len(scored), 1)
+    return {"episodes": len(episodes), "unscorable": sum(not e.scorable for e in episodes),
+            "mean_reward": sum(e.total_reward for e in scored) / n if scored else None,
+            "success": sum(e.success for e in scored) / n if scored else None}
+
+
+def _row(check: str, policy: str, episodes: list[Episode], threshold: str, verdict: str, detail: str = "",
+         seconds: float = 0.0) -> dict[str, Any]:
+    return {"check": check, "policy": policy, **_stats(episodes), "threshold": threshold, "verdict": verdict,
+            "detail": detail, "seconds": round(seconds, 2)}
+
+
+def _errors(episodes: list[Episode]) -> str:
+    errors = [e.error for e in episodes if e.error]
+    return f"{len(errors)} episode(s) broke: {errors[0]}" if errors else ""
+
+
+def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None = None, seed: int = 0,
+              thresholds: Thresholds | None = None, checks: tuple[str, ...] | list[str] | None = None,
+              policies: list[str] | None = None, on_row: Callable[[dict[str, Any]], None] | None = None,
+              **env_kwargs: Any) -> CheckReport:
+    """Check that ``env_id``'s reward measures skill; see docs/check.md for what each check does.
+
+    ``episodes``: tasks sampled (evenly spread) from ``split`` (default: the env's) for each
+    policy. ``checks``: a subset of ``CHECKS``; ``policies``: only these degenerate/shortcut
+    policies (names as in the report). ``on_row`` sees each row as soon as it is done.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes: must be an integer >= 1, got {episodes!r}")
+    thresholds = thresholds or Thresholds()
+    checks = tuple(checks or CHECKS)
+    unknown = [c for c in checks if c not in CHECKS]
+    if unknown:
+        raise ValueError(f"checks: unknown {unknown}; allowed: {', '.join(CHECKS)}")
+    known = [*DEGENERATE, *SHORTCUTS]
+    unknown = [p for p in policies or [] if p not in known]
+    if unknown:
+        raise ValueError(f"policies: unknown {unknown}; allowed: {', '.join(known)}")
+    env_spec = spec(env_id)
+    env = make(env_id, **env_kwargs)
+    rows: list[dict[str, Any]] = []
+
+    def add(row: dict[str, Any]) -> None:
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
+    try:
+        split = split or env.split
+        try:
+            ids = env.task_ids(split)
+        except ValueError as exc:
+            raise ValueError(f"split: {exc}") from None
+        if not ids:
+            raise ValueError(f"split: {split!r} has no tasks for {env_id}")
+        tasks = [ids[(i * len(ids)) // min(episodes, len(ids))] for i in range(min(episodes, len(ids)))]
+        seeds = [seed + i for i in range(len(tasks))]
+
+        def run(factory: Factory, probes: int = 0, count: int | None = None) -> list[Episode]:
+            played = (play(env, factory, t, s, probes) for t, s in zip(tasks[:count], seeds[:count]))
+            return [e for e in played if e is not None]
+
+        everything: list[Episode] = []
+        random_episodes: list[Episode] = []
+        reference = 1.0
+        expert_episodes: list[Episode] = []
+        if {"expert", "floor", "shortcut", "invalid", "seed"} & set(checks):
+            start = time.perf_counter()
+            try:
+                expert_episodes = run(expert)
+            except NotImplementedError as exc:
+                if "expert" in checks:
+                    add(_row("expert", "expert", [], "", "n/a", f"no expert: {exc}"))
+            else:
+                everything += expert_episodes
+                stats = _stats(expert_episodes)
+                broken = _errors(expert_episodes)
+                unscorable = stats["unscorable"]
+                ok = (not broken and not unscorable and stats["success"] is not None
+                      and stats["success"] >= thresholds.expert_min_success)
+                if stats["mean_reward"] and stats["mean_reward"] > 0:
+                    reference = stats["mean_reward"]
+                if "expert" in checks:
+                    detail = broken or (f"{unscorable} unscorable" if unscorable else "")
+                    add(_row("expert", "expert", expert_episodes, f"success>={thresholds.expert_min_success:.2f}",
+                             "pass" if ok else "FAIL", detail, time.perf_counter() - start))
+
+        reward_limit = thresholds.max_reward_ratio * reference
+        for check, table in (("floor", DEGENERATE), ("shortcut", SHORTCUTS)):
+            if check not in checks and not (check == "floor" and {"invalid", "seed"} & set(checks)):
+                continue
+            for name, factory in table.items():
+                if policies is not None and name not in policies:
+                    continue
+                if check == "floor" and check not in checks and name not in ("random-admissible", "always-invalid"):
+                    continue  # only what the invalid/seed checks need
+                start = time.perf_counter()
+                played = run(factory)
+                everything += played
+                if name == "random-admissible":
+                    random_episodes = played
+                if check not in checks or not played:
+                    continue
+                stats = _stats(played)
+                max_success = thresholds.policy_max_success.get(name, thresholds.max_success)
+                broken = _errors(played)
+                near_floor = (stats["success"] is not None and stats["success"] <= max_success
+                              and stats["mean_reward"] <= reward_limit + 1e-9)
+                verdict = "pass" if near_floor and not broken else "FAIL"
+                detail = broken or ("" if near_floor else "rewarded: this policy does not solve the task")
+                if stats["unscorable"]:
+                    detail = (detail + "; " if detail else "") + f"{stats['unscorable']} unscorable"
+                add(_row(check, name, played, f"success<={max_success:.2f}, reward<={reward_limit:.2f}",
+                         verdict, detail, time.perf_counter() - start))
+
+        if "invalid" in checks:
+            start = time.perf_counter()
+            probed: list[Episode] = []
+            if expert_episodes:
+                probed = run(expert, PROBES, count=REPLAYS)
+                everything += probed
+            sent = sum(e.invalid_steps for e in everything)
+            changes = [c for e in everything for c in e.invalid_changes]
+            lost = [e.task_id for e, p in zip(expert_episodes, probed) if e.success and not p.success]
+            problems = []
+            if changes:
+                problems.append(f"{len(changes)} invalid action(s) changed the state, e.g. {changes[0]}")
+            if lost:
+                problems.append(f"the expert failed after invalid actions on {', '.join(lost)}")
+            if not sent:
+                problems.append("the env never reported an action as invalid (action_valid stays True)")
+            verdict = "FAIL" if problems else "pass"
+            add(_row("invalid", "invalid actions", probed, "0 state changes", verdict,
+                     "; ".join(problems) or f"{sent} invalid actions changed nothing", time.perf_counter() - start))
+
+        if "seed" in checks:
+            start = time.perf_counter()
+            if env_spec.nondeterministic:
+                add(_row("seed", "replay", [], "identical", "n/a", "registered as nondeterministic"))
+            else:
+                sample = random_episodes[:REPLAYS] + expert_episodes[:1]
+                differences = []
+                fresh = make(env_id, **env_kwargs)
+                try:
+                    for episode in sample:
+                        for where, target in (("a new env", fresh), ("the same env", env)):
+                            why = replay(target, episode)
+                            if why:
+                                differences.append(f"{where}: {why}")
+                    for s in seeds[:REPLAYS]:  # reset(seed) with no task must draw the same task
+                        a, b = env.reset(seed=s), fresh.reset(seed=s)
+                        if (a[0], a[1]["task_id"]) != (b[0], b[1]["task_id"]):
+                            differences.append(f"reset(seed={s}) drew different episodes")
+                finally:
+                    fresh.close()
+                add(_row("seed", "replay", sample, "identical", "FAIL" if differences else "pass",
+                         differences[0] if differences else f"{len(sample)} episode(s) replayed twice",
+                         time.perf_counter() - start))
+    finally:
+        env.close()
+    return CheckReport(env_id=env_id, split=split, episodes=len(tasks), seed=seed, thresholds=thresholds,
+                       rows=rows)
