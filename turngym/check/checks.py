@@ -128,7 +128,9 @@ def play(env, factory: Factory, task_id: str, seed: int, probes: int = 0) -> Epi
         episode.actions.append(action)
         episode.trace.append(_snapshot(observation, reward, terminated, truncated, new_info))
         episode.total_reward += reward
-        if new_info.get("action_valid") is False:
+        # an invalid action on the last turn may end the episode (turn limit, on_error="end"),
+        # which changes the state legitimately: only turns that go on are compared
+        if new_info.get("action_valid") is False and not (terminated or truncated):
             _note_invalid(episode, action, info, new_info)
         info = new_info
         if not info.get("scorable", True):
@@ -173,8 +175,11 @@ def _stats(episodes: list[Episode]) -> dict[str, Any]:
 
 
 def _row(check: str, policy: str, episodes: list[Episode], threshold: str, verdict: str, detail: str = "",
-         seconds: float = 0.0) -> dict[str, Any]:
-    return {"check": check, "policy": policy, **_stats(episodes), "threshold": threshold, "verdict": verdict,
+         seconds: float = 0.0, rewards: bool = True) -> dict[str, Any]:
+    stats = _stats(episodes)
+    if not rewards:  # rows about state and replays, not about what a policy earned
+        stats.update(mean_reward=None, success=None)
+    return {"check": check, "policy": policy, **stats, "threshold": threshold, "verdict": verdict,
             "detail": detail, "seconds": round(seconds, 2)}
 
 
@@ -218,7 +223,7 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
         try:
             ids = env.task_ids(split)
         except ValueError as exc:
-            raise ValueError(f"split: {exc}") from None
+            raise ValueError(str(exc) if str(exc).startswith("split:") else f"split: {exc}") from None
         if not ids:
             raise ValueError(f"split: {split!r} has no tasks for {env_id}")
         tasks = [ids[(i * len(ids)) // min(episodes, len(ids))] for i in range(min(episodes, len(ids)))]
@@ -299,12 +304,13 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
                 problems.append("the env never reported an action as invalid (action_valid stays True)")
             verdict = "FAIL" if problems else "pass"
             add(_row("invalid", "invalid actions", probed, "0 state changes", verdict,
-                     "; ".join(problems) or f"{sent} invalid actions changed nothing", time.perf_counter() - start))
+                     "; ".join(problems) or f"{sent} invalid actions changed nothing", time.perf_counter() - start,
+                     rewards=False))
 
         if "seed" in checks:
             start = time.perf_counter()
             if env_spec.nondeterministic:
-                add(_row("seed", "replay", [], "identical", "n/a", "registered as nondeterministic"))
+                add(_row("seed", "replay", [], "identical", "n/a", "registered as nondeterministic", rewards=False))
             else:
                 sample = random_episodes[:REPLAYS] + expert_episodes[:1]
                 differences = []
@@ -323,7 +329,7 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
                     fresh.close()
                 add(_row("seed", "replay", sample, "identical", "FAIL" if differences else "pass",
                          differences[0] if differences else f"{len(sample)} episode(s) replayed twice",
-                         time.perf_counter() - start))
+                         time.perf_counter() - start, rewards=False))
     finally:
         env.close()
     return CheckReport(env_id=env_id, split=split, episodes=len(tasks), seed=seed, thresholds=thresholds,
