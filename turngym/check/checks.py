@@ -25,17 +25,27 @@ class Thresholds:
 
     expert: success rate >= ``expert_min_success`` (and every episode scorable).
     floor and shortcut: success rate <= ``max_success`` and mean reward <= ``max_reward_ratio``
-    x the expert's mean reward (x 1.0 when the env has no expert). ``policy_max_success``
-    overrides ``max_success`` for named policies.
+    x the expert's mean reward (x 1.0 when the env has no expert). ``policy_limits`` replaces
+    both for named policies.
     """
 
     expert_min_success: float = 1.0
     max_success: float = 0.15
     max_reward_ratio: float = 0.5
-    policy_max_success: dict[str, float] = field(default_factory=lambda: {
-        # issue 16's target for the shop's "options" baseline (the plain rule baseline gets 0.15)
-        "shop:search-options-buy-first": 0.30,
+    #: policy name -> (max_success, max_reward_ratio), replacing the two defaults for that policy
+    policy_limits: dict[str, tuple[float, float]] = field(default_factory=lambda: {
+        # WebShop pays partial credit (type, attributes, price) by design: its own rule baseline
+        # scores 45.6/100 at 9.6% success, imitation learning 59.9 at 29.1%. A shop shortcut fails
+        # when it scores like a trained agent: success over the rule baseline's level (over issue
+        # 16's 30% target for the variant that also clicks the options named in the instruction)
+        # or a reward at or above imitation learning's share of the expert's.
+        "shop:search-buy-first": (0.15, 0.6),
+        "shop:search-options-buy-first": (0.30, 0.6),
     })
+
+    def limits(self, policy: str) -> tuple[float, float]:
+        """(max_success, max_reward_ratio) for a floor or shortcut policy."""
+        return self.policy_limits.get(policy, (self.max_success, self.max_reward_ratio))
 
     def __post_init__(self):
         for name in ("expert_min_success", "max_success", "max_reward_ratio"):
@@ -258,7 +268,6 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
                     add(_row("expert", "expert", expert_episodes, f"success>={thresholds.expert_min_success:.2f}",
                              "pass" if ok else "FAIL", detail, time.perf_counter() - start))
 
-        reward_limit = thresholds.max_reward_ratio * reference
         for check, table in (("floor", DEGENERATE), ("shortcut", SHORTCUTS)):
             if check not in checks and not (check == "floor" and {"invalid", "seed"} & set(checks)):
                 continue
@@ -275,7 +284,8 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
                 if check not in checks or not played:
                     continue
                 stats = _stats(played)
-                max_success = thresholds.policy_max_success.get(name, thresholds.max_success)
+                max_success, ratio = thresholds.limits(name)
+                reward_limit = ratio * reference
                 broken = _errors(played)
                 near_floor = (stats["success"] is not None and stats["success"] <= max_success
                               and stats["mean_reward"] <= reward_limit + 1e-9)
