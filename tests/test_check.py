@@ -1,0 +1,251 @@
+"""`turngym check`: it passes a sound env, catches each kind of flawed env, and runs on every family.
+
+The family tests assert what a sound env must give. Where a family is known today to let a
+shortcut or exploit through (or to break a contract), the case is marked xfail with what is being
+fixed, so the check's verdict on today's code is visible and the mark can be dropped once fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from contract_env import CounterEnv
+from helpers import missing_requirement
+
+import turngym
+from turngym import sandbox
+from turngym.check import CHECKS, Thresholds, check_env
+from turngym.check.exploits import REPO_EXPLOITS, SUBMIT_EXPLOITS
+from turngym.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SANDBOX_FIX = "issue 15 items 1-2: grading outside the graded code is being built (sandbox engineer)"
+
+
+# ----- envs with one known flaw each: the check must catch every one ------------------------------------
+
+class GenerousCounter(CounterEnv):
+    """`submit` wins whatever the counter says: a reward that measures nothing."""
+
+    def _step(self, action):
+        if action.strip() == "submit":
+            return "Correct!", 1.0, True, False, {"is_success": True, "progress": 1.0}
+        return super()._step(action)
+
+
+class LeakyCounter(CounterEnv):
+    """An invalid action still moves the counter."""
+
+    def _step(self, action):
+        obs, reward, terminated, truncated, fields = super()._step(action)
+        if fields.get("action_valid") is False:
+            self.value += 1
+        return obs, reward, terminated, truncated, fields
+
+
+class UnseededCounter(CounterEnv):
+    """The start value comes from the process's RNG, not from the episode's seed."""
+
+    def _reset(self, task):
+        self.value = random.randint(-50, 50)
+        return f"Target {task['target']}. Counter at {self.value}.", {}
+
+
+class LostExpertCounter(CounterEnv):
+    """The oracle walks the wrong way."""
+
+    def expert_action(self):
+        return "dec"
+
+
+FLAWED = {"GenerousCounter": GenerousCounter, "LeakyCounter": LeakyCounter, "UnseededCounter": UnseededCounter,
+          "LostExpertCounter": LostExpertCounter}
+for _name, _cls in FLAWED.items():
+    turngym.register(f"turngym-tests/{_name}-v0", _cls, max_episode_steps=20, family="tests",
+                     description=f"Counter with a flaw: {_cls.__doc__}")
+
+
+def test_a_sound_env_passes_every_check():
+    report = check_env("turngym-tests/Counter-v0", episodes=4, split="test")
+    assert report.ok, report.violations
+    assert {r["check"] for r in report.rows} == set(CHECKS)
+    assert {r["policy"] for r in report.rows if r["check"] == "floor"} == {
+        "random-admissible", "always-invalid", "first-admissible", "repeat-last"}
+    assert report.row("expert", "expert")["success"] == 1.0
+    assert report.row("invalid", "invalid actions")["detail"].endswith("invalid actions changed nothing")
+
+
+@pytest.mark.parametrize("env_name, check, policy", [
+    ("GenerousCounter", "floor", "random-admissible"),
+    ("LeakyCounter", "invalid", "invalid actions"),
+    ("UnseededCounter", "seed", "replay"),
+    ("LostExpertCounter", "expert", "expert"),
+])
+def test_each_flaw_is_caught(env_name, check, policy):
+    report = check_env(f"turngym-tests/{env_name}-v0", episodes=6, split="train")
+    assert report.row(check, policy)["verdict"] == "FAIL"
+    others = [r for r in report.violations if r["check"] != check]
+    if env_name != "LostExpertCounter":  # a wrong expert also moves the reward limits
+        assert not others, others
+
+
+def test_thresholds_are_configurable():
+    loose = Thresholds(max_success=1.0, max_reward_ratio=1.0)
+    report = check_env("turngym-tests/GenerousCounter-v0", episodes=6, checks=["floor"], thresholds=loose)
+    assert report.ok
+    with pytest.raises(ValueError, match="max_success"):
+        Thresholds(max_success=1.5)
+
+
+# ----- the command ----------------------------------------------------------------------------------------
+
+def test_cli_prints_a_table_and_exits_zero_when_sound(capsys):
+    assert main(["check", "turngym-tests/Counter-v0", "--episodes", "3", "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert header[:7] == ["check", "policy", "episodes", "mean_reward", "success", "threshold", "verdict"]
+    assert "turngym-tests/Counter-v0: OK (3 task(s) of split 'test', seed 0)" in out
+
+
+def test_cli_exits_one_on_a_violation_and_json_says_which(capsys):
+    assert main(["check", "turngym-tests/GenerousCounter-v0", "--episodes", "6", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["episodes"] == 6 and report["split"] == "train"
+    failed = [(r["check"], r["policy"]) for r in report["rows"] if r["verdict"] == "FAIL"]
+    assert ("floor", "random-admissible") in failed
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--episodes", "0"], "--episodes"),
+    (["--split", "nope"], "--split"),
+    (["--checks", "expert,bogus"], "--checks"),
+    (["--policies", "magic"], "--policies"),
+    (["--max-success", "2"], "--max-success"),
+    (["--max-reward-ratio", "-1"], "--max-reward-ratio"),
+])
+def test_cli_bad_arguments_give_one_line_naming_the_field(args, field, capsys):
+    assert main(["check", "turngym-tests/Counter-v0", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"turngym check: {field}:"), err
+    assert "Traceback" not in err
+
+
+def test_cli_unknown_env_id(capsys):
+    assert main(["check", "turngym-tests/Nope-v0"]) == 2
+    assert "unknown env id" in capsys.readouterr().err
+
+
+# ----- every family -----------------------------------------------------------------------------------------
+
+def _ok(report) -> None:
+    assert report.ok, "\n".join(f"{r['check']} {r['policy']}: {r['detail']}" for r in report.violations)
+
+
+@pytest.mark.parametrize("env_id", ["turngym/Household-v0", "turngym/Household-tools-v0"])
+def test_household(env_id):
+    _ok(check_env(env_id, episodes=5))
+
+
+def test_shop_apart_from_its_shortcuts():
+    report = check_env("turngym/Shop-v0", episodes=5, split="test", checks=["expert", "floor", "invalid", "seed"])
+    _ok(report)
+
+
+SHOP_FIX = ("issue 16: the shop's goals spell their options verbatim, so searching the instruction and buying "
+            "the first result wins (shop engineer)")
+
+
+@pytest.mark.parametrize("policy", [
+    "shop:search-buy-first",
+    pytest.param("shop:search-options-buy-first", marks=pytest.mark.xfail(strict=False, reason=SHOP_FIX)),
+])
+def test_shop_shortcuts_stay_near_the_floor(policy):
+    report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["shortcut"], policies=[policy])
+    _ok(report)
+    assert report.row("shortcut", policy)["episodes"] == 20
+
+
+def test_code_humaneval_apart_from_exploits():
+    _ok(check_env("turngym/CodeHumanEval-v0", episodes=4, checks=["expert", "floor", "invalid", "seed"]))
+
+
+def _backends() -> list[str]:
+    return [b for b in ("worker", "bwrap", "process") if b in sandbox.available_backends()]
+
+
+@pytest.mark.xfail(strict=False, reason=SANDBOX_FIX)
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("trick", sorted(SUBMIT_EXPLOITS))
+def test_code_humaneval_exploits_earn_nothing(trick, backend):
+    report = check_env("turngym/CodeHumanEval-v0", episodes=3, checks=["shortcut"], policies=[f"code:{trick}"],
+                       backend=backend)
+    row = report.row("shortcut", f"code:{trick}")
+    assert row["episodes"] == 3
+    _ok(report)
+
+
+@pytest.mark.parametrize("check", [
+    "expert", "floor", "invalid",
+    pytest.param("seed", marks=pytest.mark.xfail(strict=False, reason=(
+        "CodeRepair's run_tests observation shows pytest's wall-clock time ('42 passed in 0.13s'), so a "
+        "replay differs; the code family is being reworked (issue 15)"))),
+])
+def test_code_repair_apart_from_exploits(check):
+    _ok(check_env("turngym/CodeRepair-v0", episodes=2, checks=[check]))
+
+
+@pytest.mark.xfail(strict=False, reason=SANDBOX_FIX)
+@pytest.mark.parametrize("trick", sorted(REPO_EXPLOITS))
+def test_code_repair_exploits_earn_nothing(trick):
+    report = check_env("turngym/CodeRepair-v0", episodes=2, checks=["shortcut"], policies=[f"repo:{trick}"])
+    assert report.row("shortcut", f"repo:{trick}")["episodes"] == 2
+    _ok(report)
+
+
+@pytest.mark.parametrize("check", [
+    "expert", "floor", "seed",
+    pytest.param("invalid", marks=pytest.mark.xfail(strict=False, reason=(
+        "ToolQA appends a call of an unknown tool to its history (its state) while reporting the action "
+        "invalid, so state_key changes"))),
+])
+def test_toolqa(check):
+    _ok(check_env("turngym/ToolQA-v0", episodes=5, checks=[check]))
+
+
+@pytest.mark.parametrize("env_id", ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0",
+                                    "turngym/Auction-v0", "turngym/CoopHousehold-v0"])
+def test_multiagent(env_id):
+    _ok(check_env(env_id, episodes=4))
+
+
+def test_browser_one_miniwob_task():
+    env_id = "turngym/miniwob.enter-password-v0"
+    reason = missing_requirement(env_id)
+    if reason:
+        pytest.skip(reason)
+    _ok(check_env(env_id, episodes=3))
+
+
+# ----- a third-party env, installed from its own package -------------------------------------------------
+
+def test_a_third_party_env_from_the_tutorial(tmp_path):
+    """The guess-number package of docs/registering-an-env.md, installed, checked through the CLI."""
+    text = (ROOT / "docs" / "registering-an-env.md").read_text()
+    files = {m.group(1): m.group(2) for m in
+             re.finditer(r"`([\w./-]+\.(?:py|toml))`:\n\n```\w*\n(.*?)```", text, flags=re.S)}
+    for name, body in files.items():
+        (tmp_path / "guess-env" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "guess-env" / name).write_text(body)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(tmp_path / "site"), str(tmp_path / "guess-env")], check=True)
+    out = subprocess.run([sys.executable, "-m", "turngym", "check", "guess/Guess-v0", "--episodes", "5"],
+                         capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "guess/Guess-v0: OK (5 task(s) of split 'train', seed 0)" in out.stdout
