@@ -198,15 +198,132 @@ def _errors(episodes: list[Episode]) -> str:
     return f"{len(errors)} episode(s) broke: {errors[0]}" if errors else ""
 
 
+@dataclass
+class _Run:
+    """One check run: the env, the sampled tasks and what has been played so far."""
+
+    env: Any
+    env_id: str
+    env_kwargs: dict[str, Any]
+    tasks: list[str]
+    seeds: list[int]
+    thresholds: Thresholds
+    played: list[Episode] = field(default_factory=list)  # every episode, for the invalid-action check
+    expert: list[Episode] = field(default_factory=list)
+    random: list[Episode] = field(default_factory=list)
+    reference: float = 1.0  # the expert's mean reward, which the reward limits are shares of
+
+    def run(self, factory: Factory, probes: int = 0, count: int | None = None) -> list[Episode]:
+        pairs = list(zip(self.tasks, self.seeds))[:count]
+        episodes = [e for e in (play(self.env, factory, t, s, probes) for t, s in pairs) if e is not None]
+        self.played += episodes
+        return episodes
+
+
+def _expert_row(r: _Run) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        r.expert = r.run(expert)
+    except NotImplementedError as exc:
+        return _row("expert", "expert", [], "", "n/a", f"no expert: {exc}")
+    stats = _stats(r.expert)
+    if stats["mean_reward"] and stats["mean_reward"] > 0:
+        r.reference = stats["mean_reward"]
+    problem = _errors(r.expert) or (f"{stats['unscorable']} unscorable" if stats["unscorable"] else "")
+    ok = not problem and stats["success"] is not None and stats["success"] >= r.thresholds.expert_min_success
+    return _row("expert", "expert", r.expert, f"success>={r.thresholds.expert_min_success:.2f}",
+                "pass" if ok else "FAIL", problem, time.perf_counter() - start)
+
+
+def _policy_row(r: _Run, check: str, name: str, factory: Factory) -> dict[str, Any] | None:
+    """A degenerate or shortcut policy's row; None when it applies to none of the tasks."""
+    start = time.perf_counter()
+    played = r.run(factory)
+    if name == "random-admissible":
+        r.random = played
+    if not played:
+        return None
+    stats = _stats(played)
+    max_success, ratio = r.thresholds.limits(name)
+    reward_limit = ratio * r.reference
+    near_floor = (stats["success"] is not None and stats["success"] <= max_success
+                  and stats["mean_reward"] <= reward_limit + 1e-9)
+    problem = _errors(played)
+    detail = problem or ("" if near_floor else "rewarded: this policy does not solve the task")
+    if stats["unscorable"]:
+        detail = (detail + "; " if detail else "") + f"{stats['unscorable']} unscorable"
+    return _row(check, name, played, f"success<={max_success:.2f}, reward<={reward_limit:.2f}",
+                "pass" if near_floor and not problem else "FAIL", detail, time.perf_counter() - start)
+
+
+def _invalid_row(r: _Run) -> dict[str, Any]:
+    """Every action the env called invalid, in every episode played, changed nothing; the expert
+    still succeeds with invalid actions slipped between its own."""
+    start = time.perf_counter()
+    probed = r.run(expert, PROBES, count=REPLAYS) if r.expert else []
+    sent = sum(e.invalid_steps for e in r.played)
+    changes = [c for e in r.played for c in e.invalid_changes]
+    lost = [e.task_id for e, p in zip(r.expert, probed) if e.success and not p.success]
+    problems = []
+    if changes:
+        problems.append(f"{len(changes)} invalid action(s) changed the state, e.g. {changes[0]}")
+    if lost:
+        problems.append(f"the expert failed after invalid actions on {', '.join(lost)}")
+    if not sent:
+        problems.append("the env never reported an action as invalid (action_valid stays True)")
+    return _row("invalid", "invalid actions", probed, "0 state changes", "FAIL" if problems else "pass",
+                "; ".join(problems) or f"{sent} invalid actions changed nothing", time.perf_counter() - start,
+                rewards=False)
+
+
+def _seed_row(r: _Run) -> dict[str, Any]:
+    """Episodes replayed from their seed in a new env and in the same one; reset(seed) alone draws
+    the same task and first observation in both."""
+    start = time.perf_counter()
+    if spec(r.env_id).nondeterministic:
+        return _row("seed", "replay", [], "identical", "n/a", "registered as nondeterministic", rewards=False)
+    sample = r.random[:REPLAYS] + r.expert[:1]
+    differences = []
+    fresh = make(r.env_id, **r.env_kwargs)
+    try:
+        for episode in sample:
+            for where, target in (("a new env", fresh), ("the same env", r.env)):
+                why = replay(target, episode)
+                if why:
+                    differences.append(f"{where}: {why}")
+        for s in r.seeds[:REPLAYS]:
+            a, b = r.env.reset(seed=s), fresh.reset(seed=s)
+            if (a[0], a[1]["task_id"]) != (b[0], b[1]["task_id"]):
+                differences.append(f"reset(seed={s}) drew different episodes")
+    finally:
+        fresh.close()
+    return _row("seed", "replay", sample, "identical", "FAIL" if differences else "pass",
+                differences[0] if differences else f"{len(sample)} episode(s) replayed twice",
+                time.perf_counter() - start, rewards=False)
+
+
+def _sample(env, env_id: str, split: str, episodes: int) -> list[str]:
+    """``episodes`` task ids spread evenly over the split."""
+    try:
+        ids = env.task_ids(split)
+    except ValueError as exc:
+        raise ValueError(str(exc) if str(exc).startswith("split:") else f"split: {exc}") from None
+    if not ids:
+        raise ValueError(f"split: {split!r} has no tasks for {env_id}")
+    n = min(episodes, len(ids))
+    return [ids[(i * len(ids)) // n] for i in range(n)]
+
+
 def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None = None, seed: int = 0,
               thresholds: Thresholds | None = None, checks: tuple[str, ...] | list[str] | None = None,
               policies: list[str] | None = None, on_row: Callable[[dict[str, Any]], None] | None = None,
               **env_kwargs: Any) -> CheckReport:
     """Check that ``env_id``'s reward measures skill; see docs/check.md for what each check does.
 
-    ``episodes``: tasks sampled (evenly spread) from ``split`` (default: the env's) for each
-    policy. ``checks``: a subset of ``CHECKS``; ``policies``: only these degenerate/shortcut
-    policies (names as in the report). ``on_row`` sees each row as soon as it is done.
+    ``episodes``: tasks sampled (evenly spread) from ``split`` (default: the env's), played by
+    each policy with seeds ``seed``, ``seed + 1``, ... ``checks``: a subset of ``CHECKS``;
+    ``policies``: only these degenerate/shortcut policies (names as in the report). ``on_row``
+    sees each row as soon as it is done. ``env_kwargs`` go to ``turngym.make``.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes: must be an integer >= 1, got {episodes!r}")
@@ -219,127 +336,43 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
     unknown = [p for p in policies or [] if p not in known]
     if unknown:
         raise ValueError(f"policies: unknown {unknown}; allowed: {', '.join(known)}")
-    env_spec = spec(env_id)
+    spec(env_id)  # an unknown id fails here, with the registry's hint
     env = make(env_id, **env_kwargs)
     rows: list[dict[str, Any]] = []
 
-    def add(row: dict[str, Any]) -> None:
-        rows.append(row)
-        if on_row is not None:
-            on_row(row)
+    def add(row: dict[str, Any] | None) -> None:
+        if row is not None:
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
 
     try:
         split = split or env.split
-        try:
-            ids = env.task_ids(split)
-        except ValueError as exc:
-            raise ValueError(str(exc) if str(exc).startswith("split:") else f"split: {exc}") from None
-        if not ids:
-            raise ValueError(f"split: {split!r} has no tasks for {env_id}")
-        tasks = [ids[(i * len(ids)) // min(episodes, len(ids))] for i in range(min(episodes, len(ids)))]
-        seeds = [seed + i for i in range(len(tasks))]
-
-        def run(factory: Factory, probes: int = 0, count: int | None = None) -> list[Episode]:
-            played = (play(env, factory, t, s, probes) for t, s in zip(tasks[:count], seeds[:count]))
-            return [e for e in played if e is not None]
-
-        everything: list[Episode] = []
-        random_episodes: list[Episode] = []
-        reference = 1.0
-        expert_episodes: list[Episode] = []
-        if {"expert", "floor", "shortcut", "invalid", "seed"} & set(checks):
-            start = time.perf_counter()
-            try:
-                expert_episodes = run(expert)
-            except NotImplementedError as exc:
-                if "expert" in checks:
-                    add(_row("expert", "expert", [], "", "n/a", f"no expert: {exc}"))
-            else:
-                everything += expert_episodes
-                stats = _stats(expert_episodes)
-                broken = _errors(expert_episodes)
-                unscorable = stats["unscorable"]
-                ok = (not broken and not unscorable and stats["success"] is not None
-                      and stats["success"] >= thresholds.expert_min_success)
-                if stats["mean_reward"] and stats["mean_reward"] > 0:
-                    reference = stats["mean_reward"]
-                if "expert" in checks:
-                    detail = broken or (f"{unscorable} unscorable" if unscorable else "")
-                    add(_row("expert", "expert", expert_episodes, f"success>={thresholds.expert_min_success:.2f}",
-                             "pass" if ok else "FAIL", detail, time.perf_counter() - start))
-
+        tasks = _sample(env, env_id, split, episodes)
+        r = _Run(env, env_id, env_kwargs, tasks, [seed + i for i in range(len(tasks))], thresholds)
+        # the expert always plays: its reward is what the floor limits are shares of
+        expert_row = _expert_row(r)
+        if "expert" in checks:
+            add(expert_row)
         for check, table in (("floor", DEGENERATE), ("shortcut", SHORTCUTS)):
-            if check not in checks and not (check == "floor" and {"invalid", "seed"} & set(checks)):
-                continue
+            added = 0
             for name, factory in table.items():
-                if policies is not None and name not in policies:
-                    continue
-                if check == "floor" and check not in checks and name not in ("random-admissible", "always-invalid"):
-                    continue  # only what the invalid/seed checks need
-                start = time.perf_counter()
-                played = run(factory)
-                everything += played
-                if name == "random-admissible":
-                    random_episodes = played
-                if check not in checks or not played:
-                    continue
-                stats = _stats(played)
-                max_success, ratio = thresholds.limits(name)
-                reward_limit = ratio * reference
-                broken = _errors(played)
-                near_floor = (stats["success"] is not None and stats["success"] <= max_success
-                              and stats["mean_reward"] <= reward_limit + 1e-9)
-                verdict = "pass" if near_floor and not broken else "FAIL"
-                detail = broken or ("" if near_floor else "rewarded: this policy does not solve the task")
-                if stats["unscorable"]:
-                    detail = (detail + "; " if detail else "") + f"{stats['unscorable']} unscorable"
-                add(_row(check, name, played, f"success<={max_success:.2f}, reward<={reward_limit:.2f}",
-                         verdict, detail, time.perf_counter() - start))
-
+                wanted = check in checks and (policies is None or name in policies)
+                # the invalid and seed checks use the episodes of these two even when not reported
+                needed = check == "floor" and name in ("random-admissible", "always-invalid") and \
+                    bool({"invalid", "seed"} & set(checks))
+                if wanted or needed:
+                    row = _policy_row(r, check, name, factory)
+                    if wanted and row is not None:
+                        add(row)
+                        added += 1
+            if check == "shortcut" and "shortcut" in checks and not added:
+                add(_row("shortcut", "(none)", [], "", "n/a", "no known shortcut applies to this env",
+                         rewards=False))
         if "invalid" in checks:
-            start = time.perf_counter()
-            probed: list[Episode] = []
-            if expert_episodes:
-                probed = run(expert, PROBES, count=REPLAYS)
-                everything += probed
-            sent = sum(e.invalid_steps for e in everything)
-            changes = [c for e in everything for c in e.invalid_changes]
-            lost = [e.task_id for e, p in zip(expert_episodes, probed) if e.success and not p.success]
-            problems = []
-            if changes:
-                problems.append(f"{len(changes)} invalid action(s) changed the state, e.g. {changes[0]}")
-            if lost:
-                problems.append(f"the expert failed after invalid actions on {', '.join(lost)}")
-            if not sent:
-                problems.append("the env never reported an action as invalid (action_valid stays True)")
-            verdict = "FAIL" if problems else "pass"
-            add(_row("invalid", "invalid actions", probed, "0 state changes", verdict,
-                     "; ".join(problems) or f"{sent} invalid actions changed nothing", time.perf_counter() - start,
-                     rewards=False))
-
+            add(_invalid_row(r))
         if "seed" in checks:
-            start = time.perf_counter()
-            if env_spec.nondeterministic:
-                add(_row("seed", "replay", [], "identical", "n/a", "registered as nondeterministic", rewards=False))
-            else:
-                sample = random_episodes[:REPLAYS] + expert_episodes[:1]
-                differences = []
-                fresh = make(env_id, **env_kwargs)
-                try:
-                    for episode in sample:
-                        for where, target in (("a new env", fresh), ("the same env", env)):
-                            why = replay(target, episode)
-                            if why:
-                                differences.append(f"{where}: {why}")
-                    for s in seeds[:REPLAYS]:  # reset(seed) with no task must draw the same task
-                        a, b = env.reset(seed=s), fresh.reset(seed=s)
-                        if (a[0], a[1]["task_id"]) != (b[0], b[1]["task_id"]):
-                            differences.append(f"reset(seed={s}) drew different episodes")
-                finally:
-                    fresh.close()
-                add(_row("seed", "replay", sample, "identical", "FAIL" if differences else "pass",
-                         differences[0] if differences else f"{len(sample)} episode(s) replayed twice",
-                         time.perf_counter() - start, rewards=False))
+            add(_seed_row(r))
     finally:
         env.close()
     return CheckReport(env_id=env_id, split=split, episodes=len(tasks), seed=seed, thresholds=thresholds,
