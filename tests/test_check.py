@@ -272,3 +272,13 @@ def test_a_third_party_env_from_the_tutorial(tmp_path):
                          env={"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "guess/Guess-v0: OK (10 task(s) of split 'train', seed 0)" in out.stdout
+
+
+def test_the_docs_python_examples_run():
+    """Every python block of docs/check.md runs as written."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "check.md").read_text(), re.S)
+    assert len(blocks) >= 3
+    for code in blocks:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0, code + out.stderr
