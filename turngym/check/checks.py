@@ -121,7 +121,7 @@ def play(env, factory: Factory, task_id: str, seed: int, probes: int = 0) -> Epi
     limit = (env.spec.max_episode_steps if env.spec is not None else None) or HARD_STEP_CAP
     for turn in range(limit + probes):
         if turn % 2 == 0 and turn // 2 < probes:
-            action = INVALID_ACTIONS[(turn // 2) % len(INVALID_ACTIONS)]
+            action = INVALID_ACTIONS[(turn // 2 + seed) % len(INVALID_ACTIONS)]  # each kind in turn
         else:
             try:
                 action = act(observation, info)
