@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 from contract_env import CounterEnv
 from helpers import missing_requirement
@@ -23,6 +24,7 @@ from turngym import sandbox
 from turngym.check import CHECKS, Thresholds, check_env
 from turngym.check.exploits import REPO_EXPLOITS, SUBMIT_EXPLOITS
 from turngym.cli import main
+from turngym.core.registry import _REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_FIX = "issue 15 items 1-2: grading outside the graded code is being built (sandbox engineer)"
@@ -66,9 +68,19 @@ class LostExpertCounter(CounterEnv):
 
 FLAWED = {"GenerousCounter": GenerousCounter, "LeakyCounter": LeakyCounter, "UnseededCounter": UnseededCounter,
           "LostExpertCounter": LostExpertCounter}
-for _name, _cls in FLAWED.items():
-    turngym.register(f"turngym-tests/{_name}-v0", _cls, max_episode_steps=20, family="tests",
-                     description=f"Counter with a flaw: {_cls.__doc__}")
+
+
+@pytest.fixture(scope="module")
+def flawed_envs():
+    """Registered only while this module's tests run, so registry-wide tests never meet them."""
+    ids = [f"turngym-tests/{name}-v0" for name in FLAWED]
+    for env_id, cls in zip(ids, FLAWED.values()):
+        turngym.register(env_id, cls, max_episode_steps=20, family="tests",
+                         description=f"Counter with a flaw: {cls.__doc__}")
+    yield ids
+    for env_id in ids:
+        _REGISTRY.pop(env_id, None)
+        gym.registry.pop(env_id, None)
 
 
 def test_a_sound_env_passes_every_check():
@@ -87,15 +99,14 @@ def test_a_sound_env_passes_every_check():
     ("UnseededCounter", "seed", "replay"),
     ("LostExpertCounter", "expert", "expert"),
 ])
-def test_each_flaw_is_caught(env_name, check, policy):
+def test_each_flaw_is_caught(env_name, check, policy, flawed_envs):
+    # the sound CounterEnv passes every check (above): each flaw alone turns its row to FAIL
     report = check_env(f"turngym-tests/{env_name}-v0", episodes=6, split="train")
     assert report.row(check, policy)["verdict"] == "FAIL"
-    others = [r for r in report.violations if r["check"] != check]
-    if env_name != "LostExpertCounter":  # a wrong expert also moves the reward limits
-        assert not others, others
+    assert not report.ok
 
 
-def test_thresholds_are_configurable():
+def test_thresholds_are_configurable(flawed_envs):
     loose = Thresholds(max_success=1.0, max_reward_ratio=1.0)
     report = check_env("turngym-tests/GenerousCounter-v0", episodes=6, checks=["floor"], thresholds=loose)
     assert report.ok
@@ -113,7 +124,7 @@ def test_cli_prints_a_table_and_exits_zero_when_sound(capsys):
     assert "turngym-tests/Counter-v0: OK (3 task(s) of split 'test', seed 0)" in out
 
 
-def test_cli_exits_one_on_a_violation_and_json_says_which(capsys):
+def test_cli_exits_one_on_a_violation_and_json_says_which(capsys, flawed_envs):
     assert main(["check", "turngym-tests/GenerousCounter-v0", "--episodes", "6", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["episodes"] == 6 and report["split"] == "train"

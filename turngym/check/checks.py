@@ -248,10 +248,10 @@ def _policy_row(r: _Run, check: str, name: str, factory: Factory) -> dict[str, A
     reward_limit = ratio * r.reference
     near_floor = (stats["success"] is not None and stats["success"] <= max_success
                   and stats["mean_reward"] <= reward_limit + 1e-9)
-    problem = _errors(played)
+    # unscorable means the infrastructure failed; an agent that can cause that can hide its failures
+    problem = _errors(played) or (f"{stats['unscorable']} episode(s) made unscorable by the policy's actions"
+                                  if stats["unscorable"] else "")
     detail = problem or ("" if near_floor else "rewarded: this policy does not solve the task")
-    if stats["unscorable"]:
-        detail = (detail + "; " if detail else "") + f"{stats['unscorable']} unscorable"
     return _row(check, name, played, f"success<={max_success:.2f}, reward<={reward_limit:.2f}",
                 "pass" if near_floor and not problem else "FAIL", detail, time.perf_counter() - start)
 
