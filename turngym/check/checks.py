@@ -41,6 +41,8 @@ class Thresholds:
         # or a reward at or above imitation learning's share of the expert's.
         "shop:search-buy-first": (0.15, 0.6),
         "shop:search-options-buy-first": (0.30, 0.6),
+        "shop-pages:search-buy-first": (0.15, 0.6),
+        "shop-pages:search-options-buy-first": (0.30, 0.6),
     })
 
     def limits(self, policy: str) -> tuple[float, float]:
