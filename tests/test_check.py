@@ -174,7 +174,7 @@ SHOP_FIX = ("issue 16: the shop's goals spell their options and copy attributes 
 
 # Today the options variant wins 86-100% of test tasks; the plain one earns 0.57-0.62 of the expert's
 # reward (right at the 0.6 limit, depending on the tasks drawn) with no success.
-@pytest.mark.xfail(strict=False, reason=SHOP_FIX)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_FIX)
 @pytest.mark.parametrize("policy", ["shop:search-buy-first", "shop:search-options-buy-first"])
 def test_shop_shortcuts_stay_near_the_floor(policy):
     report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["shortcut"], policies=[policy])
@@ -197,7 +197,7 @@ def _humaneval_exploits() -> list:
     for trick in sorted(SUBMIT_EXPLOITS):
         for backend in _backends():
             works_today = not (backend == "worker" and trick in ("excepthook-exit", "atexit-exit"))
-            marks = [pytest.mark.xfail(strict=False, reason=SANDBOX_FIX)] if works_today else []
+            marks = [pytest.mark.xfail(strict=False, raises=AssertionError, reason=SANDBOX_FIX)] if works_today else []
             cases.append(pytest.param(trick, backend, marks=marks, id=f"{trick}-{backend}"))
     return cases
 
@@ -213,7 +213,7 @@ def test_code_humaneval_exploits_earn_nothing(trick, backend):
 
 @pytest.mark.parametrize("check", [
     "expert", "floor", "invalid",
-    pytest.param("seed", marks=pytest.mark.xfail(strict=False, reason=(
+    pytest.param("seed", marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
         "CodeRepair's run_tests observation shows pytest's wall-clock time ('42 passed in 0.13s'), so a "
         "replay differs; the code family is being reworked (issue 15)"))),
 ])
@@ -221,7 +221,7 @@ def test_code_repair_apart_from_exploits(check):
     _ok(check_env("turngym/CodeRepair-v0", episodes=2, checks=[check]))
 
 
-@pytest.mark.xfail(strict=False, reason=SANDBOX_FIX)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SANDBOX_FIX)
 @pytest.mark.parametrize("trick", sorted(REPO_EXPLOITS))
 def test_code_repair_exploits_earn_nothing(trick):
     report = check_env("turngym/CodeRepair-v0", episodes=2, checks=["shortcut"], policies=[f"repo:{trick}"])
@@ -231,7 +231,7 @@ def test_code_repair_exploits_earn_nothing(trick):
 
 @pytest.mark.parametrize("check", [
     "expert", "floor", "seed",
-    pytest.param("invalid", marks=pytest.mark.xfail(strict=False, reason=(
+    pytest.param("invalid", marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
         "ToolQA appends a call of an unknown tool to its history (its state) while reporting the action "
         "invalid, so state_key changes"))),
 ])
@@ -251,7 +251,7 @@ def test_multiagent_apart_from_invalid_actions(env_id):
 
 
 @pytest.mark.parametrize("env_id", [
-    pytest.param(e, marks=pytest.mark.xfail(strict=False, reason=PARTNER_MOVES))
+    pytest.param(e, marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=PARTNER_MOVES))
     if e in ("turngym/Auction-v0", "turngym/CoopHousehold-v0") else e for e in MULTIAGENT])
 def test_multiagent_invalid_actions_change_nothing(env_id):
     _ok(check_env(env_id, episodes=4, checks=["invalid"]))
@@ -265,7 +265,7 @@ def test_browser_one_miniwob_task():
     _ok(check_env(env_id, episodes=3))
 
 
-@pytest.mark.xfail(strict=False, reason=SHOP_FIX)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_FIX)
 @pytest.mark.parametrize("policy", ["shop-pages:search-buy-first", "shop-pages:search-options-buy-first"])
 def test_browser_shop_pages_shortcuts(policy):
     reason = missing_requirement("turngym/ShopPages-v0")
