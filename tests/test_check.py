@@ -106,6 +106,13 @@ def test_each_flaw_is_caught(env_name, check, policy, flawed_envs):
     assert not report.ok
 
 
+def test_an_env_that_raises_fails_with_the_exception_named():
+    # contract_env's CrashyCounter raises from step on "dec"
+    report = check_env("turngym-tests/CrashyCounter-v0", episodes=6, split="train", checks=["expert", "floor"])
+    broken = [r for r in report.violations if "raised RuntimeError: simulated env crash" in r["detail"]]
+    assert broken and not report.ok
+
+
 def test_thresholds_are_configurable(flawed_envs):
     loose = Thresholds(max_success=1.0, max_reward_ratio=1.0)
     report = check_env("turngym-tests/GenerousCounter-v0", episodes=6, checks=["floor"], thresholds=loose)
