@@ -228,6 +228,8 @@ def _expert_row(r: _Run) -> dict[str, Any]:
         r.expert = r.run(expert)
     except NotImplementedError as exc:
         return _row("expert", "expert", [], "", "n/a", f"no expert: {exc}")
+    if not r.expert:
+        return _row("expert", "expert", [], "", "n/a", "no expert: the env has no expert_action()")
     stats = _stats(r.expert)
     if stats["mean_reward"] and stats["mean_reward"] > 0:
         r.reference = stats["mean_reward"]
