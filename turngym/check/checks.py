@@ -67,6 +67,7 @@ class Episode:
     success: bool = False
     scorable: bool = True
     error: str | None = None
+    done_reason: str | None = None
     invalid_steps: int = 0
     invalid_changes: list[str] = field(default_factory=list)  # what an invalid action changed
 
@@ -149,6 +150,7 @@ def play(env, factory: Factory, task_id: str, seed: int, probes: int = 0) -> Epi
             episode.scorable = False
         if terminated or truncated:
             episode.success = bool(info.get("is_success"))
+            episode.done_reason = info.get("done_reason")
             return episode
     episode.error = f"no end after {len(episode.actions)} steps (the env set no turn limit?)"
     return episode
@@ -267,7 +269,10 @@ def _invalid_row(r: _Run) -> dict[str, Any]:
     probed = r.run(expert, PROBES, count=REPLAYS) if r.expert else []
     sent = sum(e.invalid_steps for e in r.played)
     changes = [c for e in r.played for c in e.invalid_changes]
-    lost = [e.task_id for e, p in zip(r.expert, probed) if e.success and not p.success]
+    limit = (r.env.spec.max_episode_steps if r.env.spec is not None else None) or HARD_STEP_CAP
+    # an expert that needs nearly all its turns may simply run out of them after the probes
+    lost = [f"{p.task_id} (ended: {p.done_reason})" for e, p in zip(r.expert, probed)
+            if e.success and not p.success and len(e.actions) + PROBES < limit]
     problems = []
     if changes:
         problems.append(f"{len(changes)} invalid action(s) changed the state, e.g. {changes[0]}")
