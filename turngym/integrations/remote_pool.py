@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
 
 from turngym.integrations.env_client import EnvClient
 
