@@ -44,6 +44,8 @@ def test_session_lifecycle_over_http():
         first = client.reset(sid, seed=3, options={"task_id": "counter-1"})
         assert first["info"]["task_id"] == "counter-1"
         assert set(first["info"]) == set(turngym.STEP_INFO_KEYS)
+        assert "counter-1" in client.task_ids(sid) and client.task_ids(sid, "test") == ["counter-0", "counter-10",
+                                                                                    "counter-15", "counter-5"]
         described = client.describe(sid)
         assert described["admissible_actions"] == ["dec", "inc", "submit"]
         assert "Reach the target" in described["instructions"]

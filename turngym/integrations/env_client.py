@@ -66,6 +66,14 @@ class EnvClient:
     def describe(self, session_id: str) -> dict[str, Any]:
         return self._call("GET", f"/sessions/{session_id}")
 
+    def task_ids(self, session_id: str, split: str | None = None) -> list[str]:
+        params = {"split": split} if split else None
+        response = self.http.get(f"/sessions/{session_id}/task_ids", params=params)
+        if response.status_code >= 400:
+            data = response.json()
+            raise ServerError(response.status_code, str(data.get("error", data)), bool(data.get("scorable", True)))
+        return response.json()["task_ids"]
+
     def close_session(self, session_id: str) -> None:
         try:
             self._call("DELETE", f"/sessions/{session_id}")
@@ -161,6 +169,11 @@ class RemoteEnv(gym.Env[str, str]):
                 "scorable": False, "done_reason": "server_error",
                 "messages": [{"role": "user", "content": text}], "reward_components": {"reward": 0.0}}
         return text, 0.0, False, True, info
+
+    def task_ids(self, split: str | None = None) -> list[str]:
+        if self.session_id is None:
+            self._open_session()
+        return self.client.task_ids(self.session_id, split)
 
     def tools(self) -> list[dict] | None:
         return self.client.describe(self.session_id)["tools"] if self.session_id else None

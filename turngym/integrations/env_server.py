@@ -8,6 +8,7 @@ A session is one env instance owned by one client. The API mirrors Gymnasium's:
                                                                         "terminated", "truncated", "info"}
     POST   /sessions/{id}/expert_step     {}                         -> the step, plus "action"
     GET    /sessions/{id}                 tools, admissible actions, instructions, turn
+    GET    /sessions/{id}/task_ids?split= the env's task ids
     DELETE /sessions/{id}
     POST   /batch                         {"ops": [{"op": "reset" | "step" | ..., ...}]}
     GET    /envs, /stats, /health, /openapi.json (the schema), /docs
@@ -210,6 +211,14 @@ class SessionStore:
                     "admissible_actions": env.admissible_actions() if live else None,
                     "instructions": env.instructions() if env is not None else ""}
 
+    def task_ids(self, session_id: str, split: str | None = None) -> dict[str, Any]:
+        session = self.get(session_id)
+        with session.lock:
+            if session.env is None:
+                session.env = turngym.make(session.env_id, **session.env_kwargs)
+            env = session.env.unwrapped
+            return {"split": split or env.split, "task_ids": env.task_ids(split or env.split)}
+
     def _env_failed(self, session: _Session):
         """The env raised: throw it away (rebuilt at the next reset) and say the episode is unscorable."""
         detail = traceback.format_exc(limit=6)
@@ -376,6 +385,10 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
     @app.get("/sessions/{session_id}")
     async def describe(session_id: str):
         return await call(session_id, store.describe, session_id)
+
+    @app.get("/sessions/{session_id}/task_ids")
+    async def task_ids(session_id: str, split: str | None = None):
+        return await call(session_id, store.task_ids, session_id, split)
 
     @app.delete("/sessions/{session_id}")
     async def close(session_id: str):
