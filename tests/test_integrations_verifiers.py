@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from env_servers import env_server_process, free_port, serve_app, wait_healthy  # noqa: E402, F401
+from env_servers import free_port, serve_app, wait_healthy  # noqa: E402
 from policy_models import cache_env, tiny  # noqa: E402
 from sse_relay import create_relay  # noqa: E402
 
@@ -61,3 +61,16 @@ def test_verifiers_plays_a_turngym_env_with_a_real_model():
     assert result["info"]["turngym_turns"] == 3  # three model replies, each one env step
     assert result["rewards"] == {"turngym_return": 0.0}
     assert "You are in the middle of a room" in result["trace"]  # the first observation reached the model
+
+
+def test_docs_verifiers_snippet_runs(tmp_path):
+    import re
+
+    doc = (ROOT / "docs" / "integrations.md").read_text()
+    (code,) = [s for s in re.findall(r"```python\n(.*?)```", doc, re.S) if "verifiers.v1" in s]
+    script = tmp_path / "snippet.py"
+    script.write_text(code)
+    out = subprocess.run([str(verifiers_python()), str(script)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["TurngymEnv", "10"]
