@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer on multi-turn turngym episodes (docs/integrations.md).
 
-    python examples/trl_grpo_household.py            # 2 GRPO steps, the tiny model, CPU, ~2 min
+    python examples/trl_grpo_household.py            # 2 GRPO steps, the tiny model, CPU: 4 min on a busy 2-core machine
 
 Swap "tiny" for "smollm2-135m" (the embedded SmolLM2-135M-Instruct) or any local checkpoint
 for a real run, and raise max_steps.
