@@ -204,12 +204,16 @@ class SessionStore:
         with session.lock:
             env = session.env.unwrapped if session.env is not None else None
             live = env is not None and not session.needs_reset
-            return {"session_id": session.id, "env_id": session.env_id, "turn": env.turn if live else 0,
-                    "needs_reset": session.needs_reset,
-                    "task_id": (env.task or {}).get("task_id") if live else None,
-                    "tools": env.tools() if live else None,
-                    "admissible_actions": env.admissible_actions() if live else None,
-                    "instructions": env.instructions() if env is not None else ""}
+
+            def ask(name: str, default: Any = None) -> Any:  # every TurnEnv has these; other envs may not
+                method = getattr(env, name, None) if live or name == "instructions" else None
+                return method() if callable(method) else default
+
+            return {"session_id": session.id, "env_id": session.env_id, "needs_reset": session.needs_reset,
+                    "turn": getattr(env, "turn", 0) if live else 0,
+                    "task_id": (getattr(env, "task", None) or {}).get("task_id") if live else None,
+                    "tools": ask("tools"), "admissible_actions": ask("admissible_actions"),
+                    "instructions": ask("instructions", "") if env is not None else ""}
 
     def task_ids(self, session_id: str, split: str | None = None) -> dict[str, Any]:
         session = self.get(session_id)
