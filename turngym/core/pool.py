@@ -30,7 +30,7 @@ from turngym.core.policy import Completion, Conversation, completion_action
 from turngym.core.records import Step, Trajectory
 from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
-BACKENDS = ("inline", "thread", "process", "ray")
+BACKENDS = ("inline", "thread", "process", "ray", "remote")
 
 
 class _EnvHost:
@@ -290,11 +290,15 @@ class EnvPool:
         num_workers: processes / Ray actors (default: min(num_envs, CPU count)); each owns
             ``ceil(num_envs / num_workers)`` envs and steps them in one message.
         ray_address: ``ray.init(address=...)`` for a cluster (default: a local Ray).
+        servers, server_token: backend "remote": URLs of ``turngym serve-env`` servers (and their
+            bearer token); each worker's envs live on one of them, round robin (default workers:
+            one per server). See ``turngym.integrations.remote_pool``.
     """
 
     def __init__(self, env_id: str, num_envs: int = 4, backend: str = "thread",
                  env_kwargs: dict[str, Any] | None = None, num_workers: int | None = None,
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, servers: list[str] | None = None,
+                 server_token: str | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend: {backend!r} is not one of {list(BACKENDS)}")
         if num_envs < 1:
@@ -309,6 +313,8 @@ class EnvPool:
             workers = num_envs
         elif backend == "inline":
             workers = 1
+        elif backend == "remote":
+            workers = min(num_envs, num_workers or len(servers or ()) or 1)
         else:
             workers = min(num_envs, num_workers or os.cpu_count() or 1)
         per = math.ceil(num_envs / workers)
@@ -321,6 +327,10 @@ class EnvPool:
             self._backend = _ThreadBackend(hosts_args)
         elif backend == "process":
             self._backend = _ProcessBackend(hosts_args)
+        elif backend == "remote":  # envs on other machines; imported only here, core needs no httpx
+            from turngym.integrations.remote_pool import RemoteBackend
+
+            self._backend = RemoteBackend(hosts_args, list(servers or ()), token=server_token)
         else:
             self._backend = _RayBackend(hosts_args, ray_address)
         self._closed = False

@@ -1,0 +1,86 @@
+"""Real ``turngym serve-env`` servers for tests: uvicorn on 127.0.0.1, in a thread of the test process
+(so test-registered envs are served) or as a `turngym serve-env` subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+TESTS = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+@contextlib.contextmanager
+def serve_app(app):
+    """Run an ASGI app with uvicorn on a free local port; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True, name=f"uvicorn-{port}")
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def env_server(token: str | None = None, **limits):
+    """An in-process env server; yields (url, store)."""
+    from turngym.integrations.env_server import ServerLimits, SessionStore, create_app
+
+    store = SessionStore(ServerLimits(**limits))
+    with serve_app(create_app(store, token=token)) as url:
+        yield url, store
+
+
+@contextlib.contextmanager
+def env_server_process(*args: str):
+    """`turngym serve-env ARGS` as a subprocess that can serve the test envs; yields its URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "turngym", "serve-env", "--port", str(port),
+                             "--import", "contract_env:register", *args],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc=proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

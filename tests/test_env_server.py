@@ -1,0 +1,290 @@
+"""`turngym serve-env`, its Gymnasium client and EnvPool's remote backend, against real servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+
+import httpx
+import psutil
+import pytest
+from contract_env import CounterEnv
+from env_servers import env_server, env_server_process, free_port
+from gymnasium.utils.env_checker import check_env
+
+import turngym
+from turngym.agents import ExpertPolicy, RandomPolicy
+from turngym.integrations.env_client import EnvClient, RemoteEnv, ServerError
+
+COUNTER = "turngym-tests/Counter-v0"
+TRAIN = [f"counter-{i}" for i in range(20) if i % 5]
+
+
+class SleepyCounter(CounterEnv):
+    """Counter whose `sleep` action hangs longer than any step timeout in these tests."""
+
+    def _step(self, action):
+        if action.strip() == "sleep":
+            time.sleep(3)
+        return super()._step(action)
+
+
+turngym.register("turngym-tests/SleepyCounter-v0", SleepyCounter, max_episode_steps=20, family="tests")
+
+
+def test_session_lifecycle_over_http():
+    with env_server() as (url, store):
+        client = EnvClient(url)
+        sid = client.create(COUNTER)["session_id"]
+        with pytest.raises(ServerError) as e:
+            client.step(sid, "inc")
+        assert e.value.status == 409 and "reset" in e.value.message
+        first = client.reset(sid, seed=3, options={"task_id": "counter-1"})
+        assert first["info"]["task_id"] == "counter-1"
+        assert set(first["info"]) == set(turngym.STEP_INFO_KEYS)
+        assert "counter-1" in client.task_ids(sid) and client.task_ids(sid, "test") == ["counter-0", "counter-10",
+                                                                                    "counter-15", "counter-5"]
+        described = client.describe(sid)
+        assert described["admissible_actions"] == ["dec", "inc", "submit"]
+        assert "Reach the target" in described["instructions"]
+        bad = client.step(sid, "jump")
+        assert bad["info"]["action_valid"] is False and bad["info"]["state_key"] == first["info"]["state_key"]
+        good = client.step(sid, "inc")
+        assert good["info"]["turn"] == 2 and good["info"]["state_key"] != first["info"]["state_key"]
+        client.close_session(sid)
+        with pytest.raises(ServerError) as e:
+            client.describe(sid)
+        assert e.value.status == 404
+        stats = client.stats()
+        assert stats["open_sessions"] == 0 and stats["created"] == stats["closed"] == 1
+        client.close()
+
+
+def test_remote_env_replays_the_local_env_exactly():
+    actions = ["inc", "dec", "fly", "inc", "inc", "submit"]
+    local = turngym.make(COUNTER)
+    with env_server() as (url, _):
+        remote = RemoteEnv(url, COUNTER)
+        for seed in (0, 7):
+            assert remote.reset(seed=seed) == local.reset(seed=seed)
+            for action in actions:
+                assert remote.step(action) == local.step(action)
+        remote.close()
+
+
+def test_remote_env_passes_gymnasium_check_env():
+    with env_server() as (url, store):
+        env = RemoteEnv(url, COUNTER)
+        check_env(env, skip_render_check=True)
+        env.close()
+        env.close()  # idempotent
+        assert store.stats()["open_sessions"] == 0
+
+
+def test_tools_mode_env_lists_its_tools():
+    with env_server() as (url, _):
+        env = RemoteEnv(url, "turngym-tests/Counter-tools-v0")
+        obs, info = env.reset(seed=0, options={"task_id": "counter-2"})
+        assert {t["function"]["name"] for t in info["tools"]} == {"inc", "dec", "submit"}
+        assert {t["function"]["name"] for t in env.tools()} == {"inc", "dec", "submit"}
+        env.close()
+
+
+def test_bad_requests_get_one_line_naming_the_field():
+    with env_server(max_action_chars=50) as (url, _):
+        client = EnvClient(url)
+        with pytest.raises(ServerError) as e:
+            client.create("turngym/NoSuchEnv-v0")
+        assert e.value.status == 404 and e.value.message.startswith("env_id:")
+        response = httpx.post(f"{url}/sessions", json={"env_kwargs": {}})
+        assert response.status_code == 400 and response.json()["error"].startswith("env_id")
+        sid = client.create(COUNTER)["session_id"]
+        with pytest.raises(ServerError) as e:
+            client.reset(sid, options={"level": 3})
+        assert e.value.status == 400 and "allowed: task_id, split, task" in e.value.message
+        results = client.batch([{"op": "teleport", "session_id": sid}, {"op": "reset", "session_id": sid}])
+        assert results[0]["ok"] is False and results[0]["error"].startswith("op:")
+        assert results[1]["ok"] is True  # one bad op never fails the others
+        # an over-long action is an invalid action for RemoteEnv: nothing changes
+        env = RemoteEnv(url, COUNTER)
+        _, info = env.reset(seed=0)
+        obs, reward, terminated, truncated, after = env.step("inc" * 100)
+        assert after["action_valid"] is False and "max_action_chars" in obs
+        assert after["state_key"] == info["state_key"] and not (terminated or truncated)
+        env.close()
+        client.close()
+
+
+def test_token_auth_and_openapi_schema():
+    with env_server(token="s3cret") as (url, _):
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert httpx.post(f"{url}/sessions", json={"env_id": COUNTER}).status_code == 401
+        wrong = httpx.post(f"{url}/sessions", json={"env_id": COUNTER}, headers={"Authorization": "Bearer x"})
+        assert wrong.status_code == 401
+        schema = httpx.get(f"{url}/openapi.json", headers={"Authorization": "Bearer s3cret"}).json()
+        for path in ("/sessions", "/sessions/{session_id}/step", "/sessions/{session_id}/reset", "/batch"):
+            assert path in schema["paths"]
+        env = RemoteEnv(url, COUNTER, token="s3cret")
+        env.reset(seed=0)
+        env.close()
+
+
+def test_env_crash_is_unscorable_and_the_session_recovers():
+    with env_server() as (url, store):
+        env = RemoteEnv(url, "turngym-tests/CrashyCounter-v0")
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step("dec")
+        assert truncated and info["scorable"] is False and reward == 0.0
+        assert "simulated env crash" in obs
+        env.reset(seed=0)  # a fresh env behind the same session
+        assert env.step("inc")[4]["scorable"] is True
+        env.close()
+        assert store.stats()["env_errors"] == 1
+
+
+def test_hung_step_times_out_unscorable_and_frees_the_session():
+    with env_server(step_timeout_s=0.5) as (url, store):
+        env = RemoteEnv(url, "turngym-tests/SleepyCounter-v0")
+        env.reset(seed=0)
+        started = time.monotonic()
+        obs, reward, terminated, truncated, info = env.step("sleep")
+        assert time.monotonic() - started < 2.5
+        assert truncated and info["scorable"] is False and "step_timeout" in obs
+        assert store.stats()["open_sessions"] == 0 and store.stats()["timed_out"] == 1
+        env.reset(seed=0)  # a new session on the server
+        assert env.step("inc")[4]["scorable"] is True
+        env.close()
+
+
+def test_idle_sessions_expire_and_their_envs_are_freed():
+    with env_server(idle_timeout_s=0.3) as (url, store):
+        client = EnvClient(url)
+        sids = [client.create(COUNTER)["session_id"] for _ in range(5)]
+        envs = [weakref.ref(store.sessions[sid].env) for sid in sids]
+        deadline = time.monotonic() + 10
+        while store.stats()["open_sessions"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert store.stats()["open_sessions"] == 0 and store.stats()["expired"] == 5
+        gc.collect()
+        assert all(ref() is None for ref in envs)
+        # a RemoteEnv whose session expired opens a new one at reset
+        env = RemoteEnv(url, COUNTER)
+        time.sleep(1.0)
+        env.reset(seed=0)
+        env.close()
+        client.close()
+
+
+def test_200_sessions_10000_steps_no_errors_bounded_memory():
+    sessions, threads, rounds = 200, 4, 50
+
+    def drive(client: EnvClient, sids: list[str], errors: list) -> None:
+        live = {sid: False for sid in sids}  # sid -> needs reset
+        for r in range(rounds):
+            ops = [{"op": "reset", "session_id": s, "seed": r} if done
+                   else {"op": "step", "session_id": s, "action": "inc" if r % 2 else "dec"}
+                   for s, done in live.items()]
+            for (sid, _), result in zip(list(live.items()), client.batch(ops)):
+                if not result["ok"]:
+                    errors.append(result)
+                    continue
+                out = result["result"]
+                live[sid] = bool(out.get("terminated") or out.get("truncated"))
+
+    with env_server(max_sessions=sessions) as (url, store):
+        client = EnvClient(url)
+        process = psutil.Process()
+
+        def round_trip():
+            created = client.batch([{"op": "create", "env_id": COUNTER}] * sessions)
+            sids = [c["result"]["session_id"] for c in created]
+            client.batch([{"op": "reset", "session_id": s, "seed": i} for i, s in enumerate(sids)])
+            errors: list = []
+            per = sessions // threads
+            workers = [threading.Thread(target=drive, args=(client, sids[i * per:(i + 1) * per], errors))
+                       for i in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            over = client.batch([{"op": "create", "env_id": COUNTER}])[0]
+            assert over["ok"] is False and over["status"] == 429  # the session limit holds
+            client.batch([{"op": "close", "session_id": s} for s in sids])
+            return errors
+
+        assert round_trip() == []
+        gc.collect()
+        rss_after_first = process.memory_info().rss
+        assert round_trip() == []
+        gc.collect()
+        stats = store.stats()
+        assert stats["open_sessions"] == 0 and stats["created"] == stats["closed"] == 2 * sessions
+        # 2 x 200 sessions x 50 steps or resets; at least 10,000 of them steps
+        assert stats["steps"] >= 2 * 10_000 * 0.9
+        # a second, equal load must not grow the process by more than a little
+        assert process.memory_info().rss - rss_after_first < 64 * 2**20
+        client.close()
+
+
+def test_pool_spreads_episodes_over_two_servers():
+    with env_server() as (url_a, store_a), env_server() as (url_b, store_b):
+        with turngym.EnvPool(COUNTER, num_envs=4, backend="remote", servers=[url_a, url_b]) as pool:
+            remote = pool.rollout(ExpertPolicy(), TRAIN, group_size=2, seed=10)
+            assert store_a.stats()["open_sessions"] == 2 and store_b.stats()["open_sessions"] == 2
+            random_remote = pool.rollout(RandomPolicy(seed=3), TRAIN[:4], group_size=2, seed=1)
+        with turngym.EnvPool(COUNTER, num_envs=4, backend="thread") as pool:
+            local = pool.rollout(ExpertPolicy(), TRAIN, group_size=2, seed=10)
+        assert all(t.success and t.scorable for t in remote)
+        # the random policy's draws depend on the order episodes ask (timing), so no step-by-step match
+        assert len(random_remote) == 8 and all(t.scorable and t.length >= 1 for t in random_remote)
+        for a, b in zip(remote, local):
+            assert [s.action for s in a.steps] == [s.action for s in b.steps]
+            assert [s.info for s in a.steps] == [s.info for s in b.steps]
+            assert a.episode_return == b.episode_return
+        assert store_a.stats()["steps"] > 0 and store_b.stats()["steps"] > 0
+        assert store_a.stats()["open_sessions"] == store_b.stats()["open_sessions"] == 0  # closed with the pool
+
+
+def test_pool_marks_episodes_unscorable_when_a_server_fails():
+    with env_server() as (url, store):
+        with turngym.EnvPool("turngym-tests/CrashyCounter-v0", num_envs=2, backend="remote",
+                             servers=[url]) as pool:
+            trajs = pool.rollout(ExpertPolicy(), ["counter-0", "counter-6"], seed=0)
+        by_task = {t.task_id: t for t in trajs}
+        assert by_task["counter-0"].scorable is False  # target -3: the expert says `dec`, the env crashes
+        assert "simulated env crash" in by_task["counter-0"].metadata["error"]
+        assert by_task["counter-6"].scorable and by_task["counter-6"].success
+    dead = f"http://127.0.0.1:{free_port()}"
+    with turngym.EnvPool(COUNTER, num_envs=1, backend="remote", servers=[dead]) as pool:
+        (traj,) = pool.rollout(ExpertPolicy(), ["counter-1"])
+        assert traj.scorable is False and "unreachable" in traj.metadata["error"]
+        with pytest.raises(RuntimeError, match="is `turngym serve-env` running there"):
+            pool.rollout(ExpertPolicy(), ["counter-1", "counter-2", "counter-3"])
+    with pytest.raises(ValueError, match="servers:"):
+        turngym.EnvPool(COUNTER, backend="remote")
+
+
+def test_cli_serve_env_subprocess_with_token():
+    with env_server_process("--env", COUNTER, "--token", "tok") as url:
+        env = RemoteEnv(url, COUNTER, token="tok")
+        obs, info = env.reset(seed=1, options={"task_id": "counter-3"})
+        assert info["task_id"] == "counter-3"
+        env.close()
+        client = EnvClient(url, token="tok")
+        assert client.envs() == [COUNTER]
+        with pytest.raises(ServerError) as e:
+            client.create("turngym/Household-v0")
+        assert e.value.status == 404 and "not served here" in e.value.message
+        client.close()
+
+
+def test_cli_rejects_bad_limits_in_one_line():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "turngym", "serve-env", "--max-sessions", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "turngym serve-env: --max-sessions: must be >= 1, got 0"

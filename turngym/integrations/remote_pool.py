@@ -1,0 +1,148 @@
+"""EnvPool's "remote" backend: env slots live in ``turngym serve-env`` servers, on any machines.
+
+    pool = EnvPool("turngym/Household-v0", num_envs=16, backend="remote",
+                   servers=["http://10.0.0.5:8100", "http://10.0.0.6:8100"])
+
+Each pool host (a group of slots) is assigned to one server, round robin, and owns one server
+session per slot, created at the slot's first reset. A host's batch of operations is one
+``POST /batch`` request, sent from a thread per host, so the servers step in parallel and the
+pool takes results back as soon as any server answers. An op the server fails (env error,
+timeout, expired session) comes back as an error: the pool marks that episode unscorable and the
+slot gets a fresh session at its next reset. A server that cannot be reached fails the episodes
+in flight; after ``max_failures`` batches in a row fail that way the pool stops with an error
+naming the server, since nothing would ever score.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from turngym.integrations.env_client import EnvClient
+
+
+class RemoteBackend:
+    """submit(host, ops) / poll(timeout) over env servers (the interface of the other backends)."""
+
+    def __init__(self, hosts_args: list[tuple], servers: list[str], token: str | None = None,
+                 timeout: float = 300.0, max_failures: int = 3):
+        if not servers:
+            raise ValueError("servers: backend 'remote' needs at least one server URL, "
+                             "e.g. servers=['http://127.0.0.1:8100']")
+        self.servers = [s.rstrip("/") for s in servers]
+        self.clients = [EnvClient(url, token=token, timeout=timeout) for url in self.servers]
+        self.host_server = [h % len(self.servers) for h in range(len(hosts_args))]
+        self.env_id = [args[0].id for args in hosts_args]
+        self.env_kwargs = [dict(args[1]) for args in hosts_args]
+        self.sessions: dict[int, str] = {}          # slot -> its session id
+        self.slot_server: dict[int, int] = {}       # slot -> the server that holds its session
+        self.failures = [0] * len(self.servers)     # consecutive unreachable batches per server
+        self.max_failures = max_failures
+        self.results: queue.Queue = queue.Queue()
+        self.inboxes = [queue.Queue() for _ in hosts_args]
+        self.threads = [threading.Thread(target=self._loop, args=(h,), daemon=True, name=f"turngym-remote-{h}")
+                        for h in range(len(hosts_args))]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, h: int, ops: list[tuple]) -> None:
+        self.inboxes[h].put(ops)
+
+    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
+        out = []
+        try:
+            out.append(self.results.get(timeout=timeout))
+            while True:
+                out.append(self.results.get_nowait())
+        except queue.Empty:
+            pass
+        for _, item in out:
+            if isinstance(item, BaseException):
+                raise item
+        return out
+
+    def _loop(self, h: int) -> None:
+        while (ops := self.inboxes[h].get()) is not None:
+            try:
+                self.results.put((h, self._run(h, ops)))
+            except BaseException as e:  # raised in the pool's thread by poll()
+                self.results.put((h, e))
+
+    def _run(self, h: int, ops: list[tuple]) -> list[tuple]:
+        server = self.host_server[h]
+        url = self.servers[server]
+        errors: dict[int, str] = {}
+        fresh = [op[1] for op in ops if op[0] == "reset" and op[1] not in self.sessions]
+        if fresh:  # first reset of a slot (or after its session was lost): open sessions first
+            creates = [{"op": "create", "env_id": self.env_id[h], "env_kwargs": self.env_kwargs[h]}] * len(fresh)
+            for slot, answer in zip(fresh, self._send(server, creates)):
+                if answer["ok"]:
+                    self.sessions[slot], self.slot_server[slot] = answer["result"]["session_id"], server
+                else:
+                    errors[slot] = answer["error"]
+        wire, sent = [], []
+        for i, (kind, slot, *rest) in enumerate(ops):
+            sid = self.sessions.get(slot)
+            if sid is None:
+                continue
+            if kind == "reset":
+                wire.append({"op": "reset", "session_id": sid, "seed": rest[0], "options": rest[1]})
+            elif kind == "step":
+                wire.append({"op": "step", "session_id": sid, "action": rest[0]})
+            elif kind == "env_side" and hasattr(rest[0], "act_in_env"):  # an expert: it runs where the env is
+                wire.append({"op": "expert_step", "session_id": sid})
+            else:
+                continue
+            sent.append(i)
+        answers = dict(zip(sent, self._send(server, wire) if wire else []))
+        results = []
+        for i, (kind, slot, *rest) in enumerate(ops):
+            answer = answers.get(i)
+            if answer is None:
+                reason = errors.get(slot) or (f"unknown op {kind!r}" if kind not in ("reset", "step", "env_side")
+                                              else "no session for this slot" if kind != "env_side"
+                                              else "only expert policies can run env-side on a remote env")
+                results.append((slot, "error", f"{url}: {reason}"))
+            elif not answer["ok"]:
+                if answer.get("status") in (404, 500, 503, 504):  # that session is gone or broken
+                    self.sessions.pop(slot, None)
+                results.append((slot, "error", f"{url}: {answer['error']}"))
+            elif kind == "reset":
+                results.append((slot, "ok", (answer["result"]["observation"], answer["result"]["info"])))
+            else:
+                r = answer["result"]
+                action = rest[0] if kind == "step" else r.get("action", "")
+                results.append((slot, "ok", (action, r["observation"], r["reward"], r["terminated"],
+                                             r["truncated"], r["info"])))
+        return results
+
+    def _send(self, server: int, wire: list[dict]) -> list[dict]:
+        """One /batch request; an unreachable server fails every op in it."""
+        import httpx
+
+        try:
+            answers = self.clients[server].batch(wire)
+            self.failures[server] = 0
+            return answers
+        except (httpx.TransportError, OSError) as e:
+            self.failures[server] += 1
+            if self.failures[server] >= self.max_failures:
+                raise RuntimeError(f"env server {self.servers[server]} failed {self.failures[server]} batches "
+                                   f"in a row ({type(e).__name__}: {e}); is `turngym serve-env` running there?"
+                                   ) from None
+            return [{"ok": False, "status": 503, "error": f"unreachable: {type(e).__name__}: {e}"}] * len(wire)
+
+    def close(self) -> None:
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for t in self.threads:
+            t.join(timeout=10)
+        for server, client in enumerate(self.clients):
+            sids = [sid for slot, sid in self.sessions.items() if self.slot_server[slot] == server]
+            try:
+                if sids:
+                    client.batch([{"op": "close", "session_id": sid} for sid in sids])
+            except Exception:
+                pass  # the server's idle timeout frees them
+            client.close()
+        self.sessions.clear()
