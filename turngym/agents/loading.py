@@ -7,7 +7,7 @@
 ``hf:smollm2-135m``    the embedded SmolLM2-135M-Instruct (the default for ``hf``; ``hf`` alone works)
 ``hf:tiny``            a random-init model of the same architecture (tests)
 ``hf:PATH``            any local checkpoint directory (``save_pretrained``) or ``.gguf`` file
-``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1``
+``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8001/v1``
 =====================  ==========================================================================
 
 Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampling options
@@ -49,7 +49,7 @@ def load_policy(spec: str, **options: Any):
         return load_hf_policy(arg or "smollm2-135m", **options)
     if kind == "openai":
         if not arg:
-            raise ValueError("--policy: openai needs a URL, e.g. openai:http://127.0.0.1:8000/v1")
+            raise ValueError("--policy: openai needs a URL, e.g. openai:http://127.0.0.1:8001/v1")
         from turngym.agents.openai_policy import OpenAIPolicy
 
         kwargs = _convert(options, {**_OPENAI_KEYS, **_PROMPT_KEYS}, "openai")

@@ -12,10 +12,12 @@ process that dies is restarted. Closing the pool stops every child.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import multiprocessing as mp
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -33,8 +35,18 @@ from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 BACKENDS = ("inline", "thread", "process", "ray")
 
 
+class StepTimeout(BaseException):
+    """Raised inside an env op that ran past its deadline (inline backend, and in an abandoned
+    thread). A BaseException so that an env's own ``except Exception`` cannot swallow it."""
+
+
 class _EnvHost:
-    """Owns the envs of some slots; runs a batch of operations on them."""
+    """Owns the envs of some slots and runs operations on them, one at a time.
+
+    An operation is ``("reset", slot, seed, options)``, ``("step", slot, action)`` or
+    ``("env_side", slot, policy)``; its result is ``(slot, "ok", payload)`` or
+    ``(slot, "error", reason)``.
+    """
 
     def __init__(self, env_spec: EnvSpec, env_kwargs: dict[str, Any], slots: list[int]):
         if env_spec.id not in _REGISTRY:  # a fresh process has only the built-in envs
@@ -48,32 +60,36 @@ class _EnvHost:
             self.envs[slot] = make(self.env_id, **self.env_kwargs)
         return self.envs[slot]
 
+    def run_one(self, op: tuple) -> tuple:
+        kind, slot = op[0], op[1]
+        try:
+            env = self._env(slot)
+            if kind == "reset":
+                return (slot, "ok", env.reset(seed=op[2], options=op[3]))
+            if kind == "step":
+                return (slot, "ok", (op[2], *env.step(op[2])))
+            if kind == "env_side":
+                action = op[2].act_in_env(env)
+                return (slot, "ok", (action, *env.step(action)))
+            raise ValueError(f"unknown op {kind!r}")
+        except KeyboardInterrupt:
+            raise
+        # SystemExit and StepTimeout too: an env calling sys.exit() must not take the pool down
+        except BaseException as e:  # noqa: BLE001 - the env crashed: rebuild it, episode unscorable
+            reason = (f"step timed out: {e}" if isinstance(e, StepTimeout)
+                      else traceback.format_exc(limit=8))
+            self._discard(slot)
+            return (slot, "error", reason)
+
     def run(self, ops: list[tuple]) -> list[tuple]:
-        results = []
-        for op in ops:
-            kind, slot = op[0], op[1]
-            try:
-                env = self._env(slot)
-                if kind == "reset":
-                    results.append((slot, "ok", env.reset(seed=op[2], options=op[3])))
-                elif kind == "step":
-                    results.append((slot, "ok", (op[2], *env.step(op[2]))))
-                elif kind == "env_side":
-                    action = op[2].act_in_env(env)
-                    results.append((slot, "ok", (action, *env.step(action))))
-                else:
-                    raise ValueError(f"unknown op {kind!r}")
-            except Exception:  # the env crashed: rebuild it, report the episode unscorable
-                results.append((slot, "error", traceback.format_exc(limit=8)))
-                self._discard(slot)
-        return results
+        return [self.run_one(op) for op in ops]
 
     def _discard(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
         try:
             if env is not None:
                 env.close()
-        except Exception:
+        except BaseException:  # noqa: BLE001 - a broken env may fail to close too
             pass
 
     def close(self) -> None:
@@ -81,59 +97,133 @@ class _EnvHost:
             self._discard(slot)
 
 
-# ----- backends: submit(host_index, ops) and poll() -> [(host_index, results)] ---------------
+# ----- backends ------------------------------------------------------------------------------
+#
+# A backend runs one _EnvHost per host index h and speaks four methods:
+#
+#   submit(h, ops, step_timeout_s)  run ``ops`` in order on host h (one batch in flight per host)
+#   poll(timeout) -> [event]        wait up to ``timeout`` s; an event is ``(h, (slot, status,
+#                                   payload))`` for one finished op, in op order per host, or
+#                                   ``(h, None)`` when host h died (its unanswered ops are lost)
+#   replace(h)                      throw host h away (hung or dead) and start a fresh one; no
+#                                   event of the old host arrives afterwards
+#   close()                         stop every host
+#
+# Deadlines are the pool's job: it calls replace(h) when an op runs too long. Only the inline
+# backend, which cannot be interrupted from outside, uses step_timeout_s itself.
+
 
 class _InlineBackend:
     def __init__(self, hosts_args):
         self.hosts = [_EnvHost(*a) for a in hosts_args]
+        self.hosts_args = hosts_args
         self.done: deque = deque()
 
-    def submit(self, h: int, ops: list[tuple]) -> None:
-        self.done.append((h, self.hosts[h].run(ops)))
+    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
+        for op in ops:
+            with _alarm(step_timeout_s):
+                result = self.hosts[h].run_one(op)
+            self.done.append((h, result))
 
-    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
+    def poll(self, timeout: float | None) -> list[tuple]:
         out = list(self.done)
         self.done.clear()
         return out
+
+    def replace(self, h: int) -> None:
+        self.hosts[h].close()
+        self.hosts[h] = _EnvHost(*self.hosts_args[h])
 
     def close(self) -> None:
         for host in self.hosts:
             host.close()
 
 
-class _ThreadBackend(_InlineBackend):
+class _alarm:
+    """SIGALRM raises StepTimeout in this thread after ``seconds`` (main thread only: elsewhere
+    signals cannot be used, and the inline backend then has no step deadline)."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.active = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
+                       and threading.current_thread() is threading.main_thread())
+
+    def _fire(self, signum, frame):
+        raise StepTimeout(f"no answer within step_timeout_s={self.seconds:g}")
+
+    def __enter__(self):
+        if self.active:
+            self.previous = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+class _ThreadBackend:
+    """One thread per host. A hung thread cannot be killed: replace() abandons it (and asks
+    Python to raise StepTimeout in it, which ends a pure-Python loop) and starts a new one."""
+
     def __init__(self, hosts_args):
-        super().__init__(hosts_args)
+        self.hosts_args = hosts_args
         self.results: queue.Queue = queue.Queue()
-        self.inboxes = [queue.Queue() for _ in self.hosts]
-        self.threads = [threading.Thread(target=self._loop, args=(h,), daemon=True,
-                                         name=f"turngym-env-{h}") for h in range(len(self.hosts))]
-        for t in self.threads:
-            t.start()
+        self.generation = [0] * len(hosts_args)
+        self.inboxes: list[queue.Queue] = [None] * len(hosts_args)
+        self.threads: list[threading.Thread] = [None] * len(hosts_args)
+        for h in range(len(hosts_args)):
+            self._start(h)
 
-    def _loop(self, h: int) -> None:
-        while (ops := self.inboxes[h].get()) is not None:
-            self.results.put((h, self.hosts[h].run(ops)))
+    def _start(self, h: int) -> None:
+        inbox: queue.Queue = queue.Queue()
+        thread = threading.Thread(target=self._loop, args=(h, self.generation[h], inbox), daemon=True,
+                                  name=f"turngym-env-{h}")
+        self.inboxes[h], self.threads[h] = inbox, thread
+        thread.start()
 
-    def submit(self, h: int, ops: list[tuple]) -> None:
+    def _loop(self, h: int, generation: int, inbox: queue.Queue) -> None:
+        host = None
+        try:
+            host = _EnvHost(*self.hosts_args[h])
+            while (ops := inbox.get()) is not None:
+                for op in ops:
+                    self.results.put((h, generation, host.run_one(op)))
+        except BaseException:  # noqa: BLE001 - report the death instead of leaving the pool waiting
+            self.results.put((h, generation, None))
+        finally:
+            if host is not None:
+                host.close()
+
+    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
         self.inboxes[h].put(ops)
 
-    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
-        out = []
+    def poll(self, timeout: float | None) -> list[tuple]:
+        raw = []
         try:
-            out.append(self.results.get(timeout=timeout))
+            raw.append(self.results.get(timeout=timeout))
             while True:
-                out.append(self.results.get_nowait())
+                raw.append(self.results.get_nowait())
         except queue.Empty:
             pass
-        return out
+        return [(h, result) for h, generation, result in raw if generation == self.generation[h]]
+
+    def replace(self, h: int) -> None:
+        old = self.threads[h]
+        self.inboxes[h].put(None)
+        self.generation[h] += 1
+        if old.is_alive() and old.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(old.ident), ctypes.py_object(StepTimeout))
+        self._start(h)
 
     def close(self) -> None:
         for inbox in self.inboxes:
             inbox.put(None)
+        deadline = time.monotonic() + 10
         for t in self.threads:
-            t.join(timeout=10)
-        super().close()
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _process_main(conn, host_args) -> None:
@@ -146,7 +236,8 @@ def _process_main(conn, host_args) -> None:
                 break
             if ops is None:
                 break
-            conn.send(host.run(ops))
+            for op in ops:  # one message per op: a death loses only the op that caused it
+                conn.send(host.run_one(op))
     finally:
         host.close()
 
@@ -157,8 +248,7 @@ class _ProcessBackend:
         self.hosts_args = hosts_args
         self.procs: list = [None] * len(hosts_args)
         self.conns: list = [None] * len(hosts_args)
-        self.pending: dict[int, list[tuple]] = {}
-        self.deaths = [0] * len(hosts_args)  # consecutive deaths per host
+        self.expected: dict[int, int] = {}  # host -> results still to come
         for h in range(len(hosts_args)):
             self._start(h)
 
@@ -170,40 +260,41 @@ class _ProcessBackend:
         child.close()
         self.procs[h], self.conns[h] = proc, parent
 
-    def submit(self, h: int, ops: list[tuple]) -> None:
-        self.pending[h] = ops
+    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
+        self.expected[h] = self.expected.get(h, 0) + len(ops)
         try:
             self.conns[h].send(ops)
         except (BrokenPipeError, OSError):
             pass  # noticed in poll as a dead host
 
-    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
-        busy = {self.conns[h]: h for h in self.pending}
+    def poll(self, timeout: float | None) -> list[tuple]:
+        busy = {self.conns[h]: h for h, n in self.expected.items() if n > 0}
         out = []
         for conn in wait_connections(list(busy), timeout=timeout):
             h = busy[conn]
-            ops = self.pending.pop(h)
             try:
-                out.append((h, conn.recv()))
-                self.deaths[h] = 0
-            except (EOFError, OSError):  # the host process died: restart it, fail its episodes
-                self.deaths[h] += 1
-                if self.deaths[h] > 3:
-                    raise RuntimeError(
-                        f"env host process {h} died {self.deaths[h]} times in a row. Is the env importable "
-                        "in a fresh process? A script that uses backend='process' must start the pool "
-                        "under `if __name__ == '__main__':` (workers are spawned and import the script).") from None
-                self._restart(h)
-                out.append((h, [(op[1], "error", "env host process died") for op in ops]))
+                while self.expected.get(h) and conn.poll():
+                    out.append((h, conn.recv()))
+                    self.expected[h] -= 1
+            except (EOFError, OSError):
+                self.procs[h].join(timeout=1)
+                out.append((h, None))
+                self.expected[h] = 0
         return out
 
-    def _restart(self, h: int) -> None:
+    def replace(self, h: int) -> None:
         proc = self.procs[h]
-        proc.join(timeout=1)
+        proc.join(timeout=0.1)
         if proc.is_alive():
             proc.kill()
+            proc.join(timeout=5)
         self.conns[h].close()
+        self.expected[h] = 0
         self._start(h)
+
+    def exit_reason(self, h: int) -> str:
+        code = self.procs[h].exitcode
+        return f"env host process died (exit code {code})"
 
     def close(self) -> None:
         for conn in self.conns:
@@ -222,7 +313,9 @@ class _ProcessBackend:
 
 
 class _RayBackend:
-    def __init__(self, hosts_args, address: str | None = None):
+    """One Ray actor per host; each op is one actor call (a sync actor runs them in order)."""
+
+    def __init__(self, hosts_args, address: str | None = None, init_timeout_s: float = 120.0):
         import ray
 
         self.ray = ray
@@ -230,16 +323,24 @@ class _RayBackend:
             # A local Ray gets this process's import path, so envs registered from user code
             # (not installed as packages) import in the actors too.
             runtime_env = None if address else {"env_vars": {"PYTHONPATH": os.pathsep.join(sys.path)}}
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     ignore_reinit_error=True, runtime_env=runtime_env)
-        actor = ray.remote(num_cpus=0)(_EnvHost)
-        self.hosts = [actor.remote(*a) for a in hosts_args]
-        self.refs: dict[Any, int] = {}
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         ignore_reinit_error=True, runtime_env=runtime_env)
+            except Exception as e:  # noqa: BLE001 - Ray raises many kinds; the user needs one line
+                raise RuntimeError(f"ray_address: could not start or reach Ray at {address or 'a local cluster'}: "
+                                   f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        self.actor = ray.remote(num_cpus=0, max_restarts=0)(_EnvHost)
+        self.hosts_args = hosts_args
+        self.hosts = [self.actor.remote(*a) for a in hosts_args]
+        self.refs: dict[Any, tuple[int, int]] = {}  # ref -> (host, sequence number)
+        self.sequence = 0
 
-    def submit(self, h: int, ops: list[tuple]) -> None:
-        self.refs[self.hosts[h].run.remote(ops)] = h
+    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
+        for op in ops:
+            self.sequence += 1
+            self.refs[self.hosts[h].run_one.remote(op)] = (h, self.sequence)
 
-    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
+    def poll(self, timeout: float | None) -> list[tuple]:
         if not self.refs:
             return []
         ready, _ = self.ray.wait(list(self.refs), num_returns=1, timeout=timeout)
@@ -247,17 +348,35 @@ class _RayBackend:
             more, _ = self.ray.wait([r for r in self.refs if r not in ready],
                                     num_returns=len(self.refs) - len(ready), timeout=0)
             ready += more
-        out = []
-        for ref in ready:
-            h = self.refs.pop(ref)
-            out.append((h, self.ray.get(ref)))
+        out, dead = [], set()
+        for ref in sorted(ready, key=lambda r: self.refs[r][1]):
+            h, _ = self.refs[ref]
+            if h in dead:
+                continue
+            try:
+                out.append((h, self.ray.get(ref)))
+                self.refs.pop(ref)
+            except Exception:  # noqa: BLE001 - the actor died (RayActorError and kin)
+                dead.add(h)
+                out.append((h, None))
+                for r in [r for r, (hh, _) in self.refs.items() if hh == h]:
+                    self.refs.pop(r)
         return out
+
+    def replace(self, h: int) -> None:
+        for r in [r for r, (hh, _) in self.refs.items() if hh == h]:
+            self.refs.pop(r)
+        try:
+            self.ray.kill(self.hosts[h], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.hosts[h] = self.actor.remote(*self.hosts_args[h])
 
     def close(self) -> None:
         for host in self.hosts:
             try:
                 self.ray.get(host.close.remote(), timeout=10)
-            except Exception:
+            except Exception:  # noqa: BLE001
                 pass
             self.ray.kill(host)
 
@@ -277,6 +396,7 @@ class _Episode:
     observation: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     completion: Any = None   # the policy's output for the step in flight
+    started: float | None = None  # time.monotonic() at reset, for episode_timeout_s
 
 
 class EnvPool:
@@ -327,16 +447,29 @@ class EnvPool:
 
     def rollout(self, policy: Any, tasks: Iterable[str | dict], group_size: int = 1, seed: int = 0,
                 max_steps: int = 200, on_trajectory: Callable[[Trajectory], None] | None = None,
+                step_timeout_s: float | None = 300.0, episode_timeout_s: float | None = None,
                 ) -> list[Trajectory]:
         """Run ``group_size`` episodes per task; members of a group share task and seed.
 
         Group ``i`` resets with ``seed + i``. Trajectories come back ordered by group, then member.
         ``on_trajectory`` is called as each one ends (for progress bars and streaming writes).
+
+        Faults never lose the batch. An env that raises, calls ``sys.exit``, hangs past
+        ``step_timeout_s`` (one reset or step, in seconds; None: no limit) or makes its episode
+        run past ``episode_timeout_s`` (wall clock from reset; None: no limit) ends that episode
+        with ``scorable=False`` and the reason in ``metadata["error"]``. A hung or dead host
+        (thread, process, Ray actor) is replaced; the other episodes it held lost their env, so
+        they start again from their reset on the fresh host. The inline backend enforces
+        ``step_timeout_s`` with SIGALRM, so only in the main thread, and nothing in-process
+        survives ``os._exit``: use ``backend="process"`` for envs you do not trust.
         """
         if self._closed:
             raise RuntimeError("the pool is closed")
         if group_size < 1:
             raise ValueError(f"group_size: must be >= 1, got {group_size}")
+        for name, value in (("step_timeout_s", step_timeout_s), ("episode_timeout_s", episode_timeout_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}: must be a number of seconds > 0 or None, got {value!r}")
         todo: deque[_Episode] = deque()
         for i, task in enumerate(tasks):
             options = {"task": task} if isinstance(task, dict) else {"task_id": str(task)}
@@ -348,8 +481,11 @@ class EnvPool:
         running: dict[int, _Episode] = {}
         waiting: list[int] = []                # slots whose episode waits for an action
         outbox: dict[int, list[tuple]] = {}    # host -> ops not yet sent
-        busy: set[int] = set()                 # hosts with a batch in flight
+        inflight: dict[int, deque] = {}        # host -> ops sent and not answered, in order
+        op_started: dict[int, float] = {}      # host -> when its oldest unanswered op started
+        deaths = [0] * (max(self.slot_host.values()) + 1)  # host deaths with no answer in between
         env_side = bool(getattr(policy, "env_side", False))
+        backend = self._backend
 
         def finish(slot: int) -> None:
             ep = running.pop(slot)
@@ -360,14 +496,51 @@ class EnvPool:
             if on_trajectory is not None:
                 on_trajectory(traj)
 
+        def fail(slot: int, reason: str) -> None:
+            traj = running[slot].trajectory
+            traj.scorable = False
+            traj.metadata["error"] = reason
+            if traj.steps:
+                traj.steps[-1].truncated = True
+            finish(slot)
+
+        def drop_ops(slot: int) -> None:
+            h = self.slot_host[slot]
+            if h in outbox:
+                outbox[h] = [op for op in outbox[h] if op[1] != slot]
+            if slot in waiting:
+                waiting.remove(slot)
+
+        def host_lost(h: int, culprit: int | None, reason: str) -> None:
+            """Host h hung or died: replace it, fail the culprit's episode, restart the others."""
+            backend.replace(h)
+            inflight.pop(h, None)
+            op_started.pop(h, None)
+            if culprit is not None and culprit in running:
+                drop_ops(culprit)
+                fail(culprit, reason)
+            for slot in [s for s in running if self.slot_host[s] == h]:
+                ep = running.pop(slot)  # its env is gone with the host: run it again from reset
+                drop_ops(slot)
+                free.append(slot)
+                ep.trajectory, ep.messages, ep.completion, ep.started = None, [], None, None
+                todo.appendleft(ep)
+
         while todo or running:
             while free and todo:  # start episodes on free slots
                 slot, ep = free.popleft(), todo.popleft()
                 running[slot] = ep
+                ep.started = time.monotonic()
                 ep.trajectory = Trajectory(env_id=self.env_id, task_id=ep.task_id, seed=ep.seed,
                                            group_id=ep.group_id,
                                            trajectory_id=f"{ep.group_id}#{ep.member}")
                 outbox.setdefault(self.slot_host[slot], []).append(("reset", slot, ep.seed, ep.options))
+            if episode_timeout_s is not None:  # episodes out of time that are not inside the env
+                now = time.monotonic()
+                for slot in [s for s, ep in running.items() if now - ep.started > episode_timeout_s]:
+                    if not any(op[1] == slot for op in inflight.get(self.slot_host[slot], ())):
+                        drop_ops(slot)
+                        fail(slot, f"episode timed out: over episode_timeout_s={episode_timeout_s:g}")
             if waiting:
                 if env_side:
                     for slot in waiting:
@@ -383,52 +556,99 @@ class EnvPool:
                         outbox.setdefault(self.slot_host[slot], []).append(("step", slot, completion_action(out)))
                 waiting = []
             for h in list(outbox):
-                if h not in busy:
-                    self._backend.submit(h, outbox.pop(h))
-                    busy.add(h)
-            for h, results in self._backend.poll(timeout=None):
-                busy.discard(h)
-                for slot, status, payload in results:
-                    ep = running[slot]
-                    traj = ep.trajectory
-                    if status == "error":
-                        traj.scorable = False
-                        traj.metadata["error"] = payload
-                        if traj.steps:
-                            traj.steps[-1].truncated = True
-                        finish(slot)
-                        continue
-                    if len(payload) == 2:  # reset
-                        obs, info = payload
-                        traj.initial_observation, traj.initial_info = obs, info
-                        ep.messages = list(info.get("messages", []))
-                        ep.observation, ep.info = obs, info
-                        waiting.append(slot)
-                        continue
-                    action, obs, reward, terminated, truncated, info = payload
-                    completion, ep.completion = ep.completion, None
-                    if len(traj.steps) + 1 >= max_steps and not terminated:
-                        truncated = True
-                    step = Step(turn=len(traj.steps), observation=ep.observation, action=action,
-                                reward=reward, terminated=terminated, truncated=truncated,
-                                state_key=ep.info.get("state_key", ""), info=info)
-                    if isinstance(completion, Completion):
-                        step.prompt_ids = completion.prompt_ids
-                        step.completion_ids = completion.completion_ids
-                        step.logprobs = completion.logprobs
-                        step.entropies = completion.entropies
-                        step.loss_mask = [1] * len(completion.completion_ids)
-                    traj.steps.append(step)
-                    ep.messages.append({"role": "assistant", "content": action})
-                    ep.messages.extend(info.get("messages", []))
-                    ep.observation, ep.info = obs, info
-                    if terminated or truncated:
-                        traj.success = bool(info.get("is_success", False))
-                        traj.scorable = bool(info.get("scorable", True))
-                        finish(slot)
-                    else:
-                        waiting.append(slot)
+                if not outbox[h]:
+                    del outbox[h]
+                elif not inflight.get(h):
+                    ops = outbox.pop(h)
+                    inflight[h] = deque(ops)
+                    op_started[h] = time.monotonic()
+                    backend.submit(h, ops, step_timeout_s)
+            if not running:
+                continue
+            for h, result in backend.poll(timeout=self._poll_timeout(inflight, op_started, running,
+                                                                     step_timeout_s, episode_timeout_s)):
+                if h not in inflight:
+                    continue  # a late answer from a host already replaced
+                if result is None:  # the host died: the oldest unanswered op killed it
+                    deaths[h] += 1
+                    culprit = inflight[h][0][1] if inflight[h] else None
+                    reason = (backend.exit_reason(h) if hasattr(backend, "exit_reason")
+                              else "env host died")
+                    if deaths[h] > 3:
+                        raise RuntimeError(
+                            f"env host {h} died {deaths[h]} times in a row ({reason}). Is the env importable "
+                            "in a fresh process? A script that uses backend='process' must start the pool "
+                            "under `if __name__ == '__main__':` (workers are spawned and import the script).")
+                    host_lost(h, culprit, reason)
+                    continue
+                deaths[h] = 0
+                inflight[h].popleft()
+                op_started[h] = time.monotonic()
+                if not inflight[h]:
+                    del inflight[h]
+                slot, status, payload = result
+                if slot not in running:
+                    continue
+                self._take_result(running[slot], slot, status, payload, max_steps, fail, finish, waiting)
+            now = time.monotonic()
+            for h in list(inflight):  # deadlines of the ops in flight
+                culprit = inflight[h][0][1]
+                if step_timeout_s is not None and now - op_started[h] > step_timeout_s:
+                    host_lost(h, culprit, f"step timed out: no answer within step_timeout_s={step_timeout_s:g}")
+                elif (episode_timeout_s is not None and culprit in running
+                      and now - running[culprit].started > episode_timeout_s):
+                    host_lost(h, culprit, f"episode timed out: over episode_timeout_s={episode_timeout_s:g}")
         return [traj for _, traj in sorted(finished, key=lambda pair: pair[0])]
+
+    @staticmethod
+    def _poll_timeout(inflight, op_started, running, step_timeout_s, episode_timeout_s) -> float | None:
+        """Seconds until the next deadline of an op in flight (None: wait for an answer)."""
+        deadlines = []
+        for h, ops in inflight.items():
+            if step_timeout_s is not None:
+                deadlines.append(op_started[h] + step_timeout_s)
+            culprit = ops[0][1]
+            if episode_timeout_s is not None and culprit in running:
+                deadlines.append(running[culprit].started + episode_timeout_s)
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - time.monotonic()) + 0.01
+
+    def _take_result(self, ep, slot, status, payload, max_steps, fail, finish, waiting) -> None:
+        traj = ep.trajectory
+        if status == "error":
+            fail(slot, payload)
+            return
+        if len(payload) == 2:  # reset
+            obs, info = payload
+            traj.initial_observation, traj.initial_info = obs, info
+            ep.messages = list(info.get("messages", []))
+            ep.observation, ep.info = obs, info
+            waiting.append(slot)
+            return
+        action, obs, reward, terminated, truncated, info = payload
+        completion, ep.completion = ep.completion, None
+        if len(traj.steps) + 1 >= max_steps and not terminated:
+            truncated = True
+        step = Step(turn=len(traj.steps), observation=ep.observation, action=action,
+                    reward=reward, terminated=terminated, truncated=truncated,
+                    state_key=ep.info.get("state_key", ""), info=info)
+        if isinstance(completion, Completion):
+            step.prompt_ids = completion.prompt_ids
+            step.completion_ids = completion.completion_ids
+            step.logprobs = completion.logprobs
+            step.entropies = completion.entropies
+            step.loss_mask = [1] * len(completion.completion_ids)
+        traj.steps.append(step)
+        ep.messages.append({"role": "assistant", "content": action})
+        ep.messages.extend(info.get("messages", []))
+        ep.observation, ep.info = obs, info
+        if terminated or truncated:
+            traj.success = bool(info.get("is_success", False))
+            traj.scorable = bool(info.get("scorable", True))
+            finish(slot)
+        else:
+            waiting.append(slot)
 
     def close(self) -> None:
         if not self._closed:

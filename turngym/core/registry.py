@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -106,6 +107,28 @@ def make(id: str, **kwargs: Any):
     ``gymnasium.make(id)`` gives the same env inside Gymnasium's usual wrapper stack.
     """
     s = spec(id)
-    env = _resolve(s.entry_point)(**{**s.kwargs, **kwargs})
+    factory = _resolve(s.entry_point)
+    _check_kwargs(id, factory, kwargs)
+    env = factory(**{**s.kwargs, **kwargs})
     env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs})
     return env
+
+
+class UnknownOptionError(TypeError, ValueError):
+    """A keyword argument the env does not take. A TypeError, as Python raises for any call,
+    and a ValueError, as turngym raises for every bad config field."""
+
+
+def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = [n for n, p in params.items()
+               if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    unknown = [k for k in kwargs if k not in allowed]
+    if unknown:
+        raise UnknownOptionError(f"{id}: unknown keyword argument {', '.join(map(repr, unknown))}; "
+                                 f"allowed: {', '.join(allowed) or 'none'}")

@@ -7,7 +7,8 @@ deadline is the watchdog on hung pages (a page stuck in a script never answers; 
 throws its context away and the episode ends ``scorable=False``).
 
 A killed or crashed browser is noticed on the next call (``BrowserCrashed``) and relaunched by
-the next ``new_context``.
+the next ``new_context``; so is a dead Playwright driver (the node process behind the browser),
+which is replaced by a fresh one.
 """
 
 from __future__ import annotations
@@ -124,12 +125,27 @@ class BrowserRuntime:
             except ImportError as exc:
                 raise BrowserUnavailable("playwright is not installed: pip install 'turngym[browser]'") from exc
             executable = self.executable or browser_executable()
-            if self._playwright is None:
+            try:
+                if self._playwright is None:
+                    self._playwright = await async_playwright().start()
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
+            except Exception:  # noqa: BLE001 - the Playwright driver itself may be dead: start a new one
+                await self._drop_driver()
                 self._playwright = await async_playwright().start()
-            self._browser = await self._playwright.chromium.launch(
-                executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
             self.launches += 1
             return self._browser
+
+    async def _drop_driver(self) -> None:
+        """Forget a dead driver (and its browser); stopping it may fail or hang, so bound it."""
+        old, self._playwright, self._browser = self._playwright, None, None
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.stop(), timeout=5)
+            except BaseException:  # noqa: BLE001 - it is gone either way
+                pass
 
     async def new_context(self, **options: Any):
         browser = await self.browser()
