@@ -120,8 +120,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
             if not line:
                 continue
             if not line.startswith(b"{"):
-                raise ValueError(f"{path}:{lineno}: not a trajectory JSONL file "
-                                 "(each line must be a JSON object written by turngym)")
+                raise ValueError(f"{path}: not a trajectory file (line {lineno} is not a JSON object; "
+                                 "expected JSONL written by turngym)")
             try:
                 data = json.loads(line)  # ValueError covers JSONDecodeError and UnicodeDecodeError
             except ValueError:
@@ -129,8 +129,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
                               stacklevel=2)
                 continue
             if not isinstance(data, dict) or "env_id" not in data:
-                raise ValueError(f"{path}:{lineno}: not a trajectory (a JSON object with 'env_id' and "
-                                 "'steps' is expected)")
+                raise ValueError(f"{path}: not a trajectory file (line {lineno} has no 'env_id'; "
+                                 "expected JSONL written by turngym)")
             yield Trajectory.from_dict(data)
 
 

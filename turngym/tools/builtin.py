@@ -71,11 +71,11 @@ def evaluate_expression(expression: str) -> int | float:
     return ev(tree)
 
 
-@tool(parallel_safe=True, timeout=None)
 class CalculatorError(ToolError, ValueError):
     """The expression cannot be evaluated; the message says why."""
 
 
+@tool(parallel_safe=True, timeout=None)
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly as written.
 

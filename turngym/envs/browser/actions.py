@@ -138,8 +138,8 @@ def _from_tool_call(payload: str) -> Action:
         call = json.loads(payload)
     except json.JSONDecodeError as exc:
         raise ActionError(f"tool call is not valid JSON: {exc.msg} at char {exc.pos}") from None
-    except RecursionError:
-        raise ActionError("tool call is nested too deeply") from None
+    except (RecursionError, ValueError):  # deep nesting; an integer of > 4300 digits
+        raise ActionError("tool call is nested too deeply or holds a number too long to read") from None
     if isinstance(call, list):
         if len(call) != 1:
             raise ActionError(f"one tool call per turn, got {len(call)}")
@@ -154,8 +154,8 @@ def _from_tool_call(payload: str) -> Action:
             arguments = json.loads(arguments or "{}")
         except json.JSONDecodeError as exc:
             raise ActionError(f"tool arguments are not valid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise ActionError("tool arguments are nested too deeply") from None
+        except (RecursionError, ValueError):
+            raise ActionError("tool arguments are nested too deeply or hold a number too long to read") from None
     if not isinstance(arguments, dict):
         raise ActionError("tool arguments must be an object")
     name = call["name"]
