@@ -17,10 +17,6 @@ from turngym.core.env import state_key
 BROWSER_SAMPLED = ["turngym/miniwob.click-test-v0", "turngym/miniwob.enter-text-v0",
                    "turngym/miniwob.login-user-v0"]
 
-#: families another engineer owns; a failure there is reported, not fixed here (issue 18)
-OTHERS = {"household", "shop", "code"}
-
-
 def _env_ids() -> list[str]:
     ids = []
     for s in turngym.list_envs():
@@ -32,16 +28,21 @@ def _env_ids() -> list[str]:
 
 ENV_IDS = _env_ids()
 
+#: defects left in families other engineers are rewriting (issue 18 asks to report, not fix)
+KNOWN_ELSEWHERE = {
+    "turngym/Shop-HTML-v0": "shop: search[\\ud800 ...] runs the search, then the HTML renderer's "
+                            ".encode() fails, so the page changed under an invalid action",
+}
+KNOWN_ELSEWHERE["turngym/Shop-HTML-tools-v0"] = KNOWN_ELSEWHERE["turngym/Shop-HTML-v0"]
+
 
 def _params():
     for env_id in ENV_IDS:
         marks = []
-        family = turngym.spec(env_id).family
         if "browser" in turngym.spec(env_id).needs and browser_missing():
             marks.append(pytest.mark.skip(reason=browser_missing()))
-        if family in OTHERS:
-            marks.append(pytest.mark.xfail(strict=False, reason=f"{family} is being rewritten on another "
-                                           "branch; defects there are reported, not fixed here"))
+        if env_id in KNOWN_ELSEWHERE:
+            marks.append(pytest.mark.xfail(strict=False, reason=KNOWN_ELSEWHERE[env_id]))
         yield pytest.param(env_id, marks=marks, id=env_id)
 
 
