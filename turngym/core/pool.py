@@ -33,6 +33,9 @@ from turngym.core.records import Step, Trajectory
 from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
 BACKENDS = ("inline", "thread", "process", "ray")
+#: extra seconds a host that has not come up yet (spawning a process, starting a Ray actor,
+#: importing the env) gets before its first op counts as hung
+STARTUP_GRACE_S = 120.0
 
 
 class StepTimeout(BaseException):
@@ -84,6 +87,10 @@ class _EnvHost:
     def run(self, ops: list[tuple]) -> list[tuple]:
         return [self.run_one(op) for op in ops]
 
+    def ping(self) -> bool:
+        """Answers once the host is built (remote backends wait for it before timing ops)."""
+        return True
+
     def _discard(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
         try:
@@ -108,6 +115,9 @@ class _EnvHost:
 #   replace(h)                      throw host h away (hung or dead) and start a fresh one; no
 #                                   event of the old host arrives afterwards
 #   close()                         stop every host
+#   ready_at: list[float | None]     per host, time.monotonic() when it came up (None: still
+#                                   starting); ops of a host that is starting get STARTUP_GRACE_S
+#                                   more before they count as hung
 #
 # Deadlines are the pool's job: it calls replace(h) when an op runs too long. Only the inline
 # backend, which cannot be interrupted from outside, uses step_timeout_s itself.
@@ -118,6 +128,7 @@ class _InlineBackend:
         self.hosts = [_EnvHost(*a) for a in hosts_args]
         self.hosts_args = hosts_args
         self.done: deque = deque()
+        self.ready_at: list[float | None] = [0.0] * len(hosts_args)
 
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
         for op in ops:
@@ -170,6 +181,7 @@ class _ThreadBackend:
 
     def __init__(self, hosts_args):
         self.hosts_args = hosts_args
+        self.ready_at: list[float | None] = [0.0] * len(hosts_args)  # a thread starts at once
         self.results: queue.Queue = queue.Queue()
         self.generation = [0] * len(hosts_args)
         self.inboxes: list[queue.Queue] = [None] * len(hosts_args)
@@ -228,6 +240,7 @@ class _ThreadBackend:
 
 def _process_main(conn, host_args) -> None:
     host = _EnvHost(*host_args)
+    conn.send(READY)
     try:
         while True:
             try:
@@ -242,10 +255,14 @@ def _process_main(conn, host_args) -> None:
         host.close()
 
 
+READY = "ready"  # a process host's first message: it imported everything and can take ops
+
+
 class _ProcessBackend:
     def __init__(self, hosts_args):
         self.ctx = mp.get_context("spawn")  # fork is unsafe once torch or Playwright threads exist
         self.hosts_args = hosts_args
+        self.ready_at: list[float | None] = [None] * len(hosts_args)
         self.procs: list = [None] * len(hosts_args)
         self.conns: list = [None] * len(hosts_args)
         self.expected: dict[int, int] = {}  # host -> results still to come
@@ -259,6 +276,7 @@ class _ProcessBackend:
         proc.start()
         child.close()
         self.procs[h], self.conns[h] = proc, parent
+        self.ready_at[h] = None
 
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
         self.expected[h] = self.expected.get(h, 0) + len(ops)
@@ -268,13 +286,20 @@ class _ProcessBackend:
             pass  # noticed in poll as a dead host
 
     def poll(self, timeout: float | None) -> list[tuple]:
-        busy = {self.conns[h]: h for h, n in self.expected.items() if n > 0}
+        busy = {self.conns[h]: h for h in range(len(self.conns))
+                if self.expected.get(h) or self.ready_at[h] is None}
+        if not busy:
+            return []
         out = []
         for conn in wait_connections(list(busy), timeout=timeout):
             h = busy[conn]
             try:
-                while self.expected.get(h) and conn.poll():
-                    out.append((h, conn.recv()))
+                while (self.expected.get(h) or self.ready_at[h] is None) and conn.poll():
+                    message = conn.recv()
+                    if message == READY:
+                        self.ready_at[h] = time.monotonic()
+                        continue
+                    out.append((h, message))
                     self.expected[h] -= 1
             except (EOFError, OSError):
                 self.procs[h].join(timeout=1)
@@ -331,9 +356,18 @@ class _RayBackend:
                                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         self.actor = ray.remote(num_cpus=0, max_restarts=0)(_EnvHost)
         self.hosts_args = hosts_args
-        self.hosts = [self.actor.remote(*a) for a in hosts_args]
+        self.ready_at: list[float | None] = [None] * len(hosts_args)
         self.refs: dict[Any, tuple[int, int]] = {}  # ref -> (host, sequence number)
+        self.pings: dict[Any, int] = {}             # ref of a new actor's first call -> host
         self.sequence = 0
+        self.hosts = [None] * len(hosts_args)
+        for h in range(len(hosts_args)):
+            self._start(h)
+
+    def _start(self, h: int) -> None:
+        self.hosts[h] = self.actor.remote(*self.hosts_args[h])
+        self.ready_at[h] = None
+        self.pings[self.hosts[h].ping.remote()] = h
 
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
         for op in ops:
@@ -341,13 +375,22 @@ class _RayBackend:
             self.refs[self.hosts[h].run_one.remote(op)] = (h, self.sequence)
 
     def poll(self, timeout: float | None) -> list[tuple]:
-        if not self.refs:
+        waiting = list(self.refs) + list(self.pings)
+        if not waiting:
             return []
-        ready, _ = self.ray.wait(list(self.refs), num_returns=1, timeout=timeout)
+        ready, _ = self.ray.wait(waiting, num_returns=1, timeout=timeout)
         if ready:  # take everything else that is already done too
-            more, _ = self.ray.wait([r for r in self.refs if r not in ready],
-                                    num_returns=len(self.refs) - len(ready), timeout=0)
+            more, _ = self.ray.wait([r for r in waiting if r not in ready],
+                                    num_returns=len(waiting) - len(ready), timeout=0)
             ready += more
+        for ref in [r for r in ready if r in self.pings]:
+            h = self.pings.pop(ref)
+            try:
+                self.ray.get(ref)
+                self.ready_at[h] = time.monotonic()
+            except Exception:  # noqa: BLE001 - the actor failed to start: its ops will fail too
+                self.ready_at[h] = time.monotonic()
+        ready = [r for r in ready if r in self.refs]
         out, dead = [], set()
         for ref in sorted(ready, key=lambda r: self.refs[r][1]):
             h, _ = self.refs[ref]
@@ -366,11 +409,13 @@ class _RayBackend:
     def replace(self, h: int) -> None:
         for r in [r for r, (hh, _) in self.refs.items() if hh == h]:
             self.refs.pop(r)
+        for r in [r for r, hh in self.pings.items() if hh == h]:
+            self.pings.pop(r)
         try:
             self.ray.kill(self.hosts[h], no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
-        self.hosts[h] = self.actor.remote(*self.hosts_args[h])
+        self._start(h)
 
     def close(self) -> None:
         for host in self.hosts:
@@ -565,8 +610,21 @@ class EnvPool:
                     backend.submit(h, ops, step_timeout_s)
             if not running:
                 continue
-            for h, result in backend.poll(timeout=self._poll_timeout(inflight, op_started, running,
-                                                                     step_timeout_s, episode_timeout_s)):
+            def op_deadline(h: int) -> float:
+                """A host still starting (spawning, importing) gets STARTUP_GRACE_S on top."""
+                ready_at = backend.ready_at[h]
+                if ready_at is None:
+                    return op_started[h] + step_timeout_s + STARTUP_GRACE_S
+                return max(op_started[h], ready_at) + step_timeout_s
+
+            deadlines = []
+            for h, ops in inflight.items():
+                if step_timeout_s is not None:
+                    deadlines.append(op_deadline(h))
+                if episode_timeout_s is not None and ops[0][1] in running:
+                    deadlines.append(running[ops[0][1]].started + episode_timeout_s)
+            wait = max(0.0, min(deadlines) - time.monotonic()) + 0.01 if deadlines else None
+            for h, result in backend.poll(timeout=wait):
                 if h not in inflight:
                     continue  # a late answer from a host already replaced
                 if result is None:  # the host died: the oldest unanswered op killed it
@@ -593,26 +651,12 @@ class EnvPool:
             now = time.monotonic()
             for h in list(inflight):  # deadlines of the ops in flight
                 culprit = inflight[h][0][1]
-                if step_timeout_s is not None and now - op_started[h] > step_timeout_s:
+                if step_timeout_s is not None and now > op_deadline(h):
                     host_lost(h, culprit, f"step timed out: no answer within step_timeout_s={step_timeout_s:g}")
                 elif (episode_timeout_s is not None and culprit in running
                       and now - running[culprit].started > episode_timeout_s):
                     host_lost(h, culprit, f"episode timed out: over episode_timeout_s={episode_timeout_s:g}")
         return [traj for _, traj in sorted(finished, key=lambda pair: pair[0])]
-
-    @staticmethod
-    def _poll_timeout(inflight, op_started, running, step_timeout_s, episode_timeout_s) -> float | None:
-        """Seconds until the next deadline of an op in flight (None: wait for an answer)."""
-        deadlines = []
-        for h, ops in inflight.items():
-            if step_timeout_s is not None:
-                deadlines.append(op_started[h] + step_timeout_s)
-            culprit = ops[0][1]
-            if episode_timeout_s is not None and culprit in running:
-                deadlines.append(running[culprit].started + episode_timeout_s)
-        if not deadlines:
-            return None
-        return max(0.0, min(deadlines) - time.monotonic()) + 0.01
 
     def _take_result(self, ep, slot, status, payload, max_steps, fail, finish, waiting) -> None:
         traj = ep.trajectory
