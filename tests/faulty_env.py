@@ -7,8 +7,9 @@ import os
 import sys
 import time
 
-import turngym
 from contract_env import CounterEnv
+
+import turngym
 
 #: task id -> the fault its first step triggers
 FAULTS = {"counter-2": "hang", "counter-3": "exit", "counter-4": "die", "counter-6": "slow"}
