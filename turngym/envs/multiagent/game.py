@@ -14,7 +14,8 @@ same few methods:
     instructions(agent), admissible_actions(agent), expert_action(agent)
 
 The invalid-action rule (every game, every API): a step in which any acting agent's action is
-malformed or impossible in the state the step starts from is void. No action of that step takes
+malformed or impossible (in seat order: in the state the earlier seats' actions of that step
+lead to) is void. No action of that step takes
 effect, so the state (the game's turn count included) and ``state_key`` are unchanged. Each
 agent whose action was invalid gets an observation saying why (``action_valid=False``); each
 other acting agent is told its action did not take effect (``action_valid=True``,
