@@ -39,10 +39,18 @@ _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": flo
 def load_policy(spec: str, **options: Any):
     """A policy for ``spec`` (see the table above); unknown specs or options raise ValueError."""
     kind, sep, arg = spec.partition(":")
+    if kind in ("expert", "random", "human"):
+        extra = sorted(set(options) - {"seed"})
+        if extra:  # a sampling option here would be silently meaningless
+            raise ValueError(f"--model-kwargs: {kind} policies take no options (got {', '.join(extra)}); "
+                             "options are for hf:... and openai:... policies")
     if kind == "expert":
         return ExpertPolicy()
     if kind == "random":
-        return RandomPolicy(seed=int(options.get("seed", 0)))
+        try:
+            return RandomPolicy(seed=int(options.get("seed", 0)))
+        except (TypeError, ValueError):
+            raise ValueError(f"--seed: {options.get('seed')!r} is not an integer") from None
     if kind == "human":
         return HumanPolicy()
     if kind == "hf":

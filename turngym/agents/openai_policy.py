@@ -34,8 +34,9 @@ from turngym.core.policy import Completion, Conversation
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
 
-class OpenAIPolicyError(RuntimeError):
-    """The server could not be used (bad URL, rejected key, unknown model, retries exhausted)."""
+class OpenAIPolicyError(ConnectionError):
+    """The server could not be used (bad URL, rejected key, unknown model, retries exhausted).
+    A ConnectionError, so the command line prints it as one line."""
 
 
 class OpenAIPolicy:

@@ -352,7 +352,7 @@ class _RayBackend:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
                          ignore_reinit_error=True, runtime_env=runtime_env)
             except Exception as e:  # noqa: BLE001 - Ray raises many kinds; the user needs one line
-                raise RuntimeError(f"ray_address: could not start or reach Ray at {address or 'a local cluster'}: "
+                raise ConnectionError(f"ray_address: could not start or reach Ray at {address or 'a local cluster'}: "
                                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         self.actor = ray.remote(num_cpus=0, max_restarts=0)(_EnvHost)
         self.hosts_args = hosts_args
