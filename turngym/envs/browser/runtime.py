@@ -118,6 +118,8 @@ class BrowserRuntime:
         if self._launch_lock is None:
             self._launch_lock = asyncio.Lock()
         async with self._launch_lock:
+            if not self._driver_alive():  # the node driver died: its browser objects are all dead
+                await self._drop_driver()
             if self._browser is not None and self._browser.is_connected():
                 return self._browser
             try:
@@ -137,6 +139,13 @@ class BrowserRuntime:
                     executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
             self.launches += 1
             return self._browser
+
+    def _driver_alive(self) -> bool:
+        """False once the Playwright driver's connection has closed. Playwright offers no public
+        check: its connection records the error it closed with; when that attribute is not
+        there, the driver is assumed alive (and a failed launch still replaces it)."""
+        impl = getattr(self._playwright, "_impl_obj", self._playwright)
+        return getattr(getattr(impl, "_connection", None), "_closed_error", None) is None
 
     async def _drop_driver(self) -> None:
         """Forget a dead driver (and its browser); stopping it may fail or hang, so bound it."""
