@@ -68,18 +68,44 @@ def serve_until_interrupted(server) -> int:
 
 def _add_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="only envs of this family")
+    p.add_argument("--splits", action="store_true",
+                   help="also build each env and print its splits with their task counts (slower)")
 
 
 def _run_list(args) -> int:
     import turngym
 
     specs = [s for s in turngym.list_envs() if not args.family or s.family == args.family]
+    if args.family and not specs:
+        families = sorted({s.family for s in turngym.list_envs()})
+        raise CLIError(f"--family: no env of family {args.family!r}; allowed: {', '.join(families)}")
+    if args.splits:
+        return _print_splits(specs)
     width = max((len(s.id) for s in specs), default=10)
     for s in specs:
         tags = f"[{s.family}/{s.modality}{'; needs ' + ','.join(s.needs) if s.needs else ''}]"
         print(f"{s.id:<{width}}  {tags:<28} {s.description}")
     if not specs:
         print("no environments registered")
+    return 0
+
+
+def _print_splits(specs) -> int:
+    import turngym
+    from turngym.core.env import splits_of
+
+    width = max(len(s.id) for s in specs)
+    for s in specs:
+        try:
+            env = turngym.make(s.id)
+        except Exception as e:  # noqa: BLE001 - one env that cannot be built must not hide the rest
+            print(f"{s.id:<{width}}  (cannot build: {type(e).__name__}: {str(e)[:80]})")
+            continue
+        try:
+            counts = ", ".join(f"{split} {len(env.task_ids(split))}" for split in splits_of(env))
+            print(f"{s.id:<{width}}  default {env.split}; {counts}")
+        finally:
+            env.close()
     return 0
 
 
