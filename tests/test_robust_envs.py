@@ -212,3 +212,17 @@ def test_turn_based_game_invalid_action_changes_nothing_in_the_aec_api():
     assert env.agent_selection == agent
     with pytest.raises(TypeError, match="expected str"):
         env.step(b"accept")
+
+
+def test_mcp_calculator_division_by_zero_is_an_error():
+    """Issue 18: serve-tools answered calculator("1/0") with is_error=False."""
+    from turngym.tools.mcp_server import EnvSession
+
+    session = EnvSession("turngym/ToolQA-v0", seed=0)
+    try:
+        text, is_error, _ = session.call("calculator", {"expression": "1/0"})
+        assert is_error and "division by zero" in text
+        text, is_error, _ = session.call("calculator", {"expression": "6 * 7"})
+        assert not is_error and text.strip() == "42"
+    finally:
+        session.close()
