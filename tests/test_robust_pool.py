@@ -82,3 +82,25 @@ def test_timeout_arguments_are_checked():
             pool.rollout(ExpertPolicy(), ["counter-1"], step_timeout_s=0)
         with pytest.raises(ValueError, match="episode_timeout_s"):
             pool.rollout(ExpertPolicy(), ["counter-1"], episode_timeout_s=-1)
+
+
+def test_inline_step_deadline_keeps_an_outer_alarm():
+    """pytest-timeout and user code arm SIGALRM too: the inline deadline must not cancel it."""
+    import signal
+    import time
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        start = time.monotonic()
+        with turngym.EnvPool(ENV, num_envs=1, backend="inline") as pool:
+            trajs = pool.rollout(ExpertPolicy(), ["counter-1"], step_timeout_s=1.0)
+        assert trajs[0].success
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 3.0 - (time.monotonic() - start) + 0.05  # still armed, time kept
+        time.sleep(left + 0.2)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

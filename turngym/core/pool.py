@@ -152,7 +152,10 @@ class _InlineBackend:
 
 class _alarm:
     """SIGALRM raises StepTimeout in this thread after ``seconds`` (main thread only: elsewhere
-    signals cannot be used, and the inline backend then has no step deadline)."""
+    signals cannot be used, and the inline backend then has no step deadline).
+
+    An alarm someone else set (pytest-timeout, a user's own) is kept: if it is due first, its
+    handler runs when it fires; on exit it is re-armed with the time it has left."""
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
@@ -160,18 +163,29 @@ class _alarm:
                        and threading.current_thread() is threading.main_thread())
 
     def _fire(self, signum, frame):
-        raise StepTimeout(f"no answer within step_timeout_s={self.seconds:g}")
+        if time.monotonic() >= self.deadline - 1e-3:
+            raise StepTimeout(f"no answer within step_timeout_s={self.seconds:g}")
+        if callable(self.previous):  # the outer alarm was due first: it is its handler's signal
+            self.previous(signum, frame)
 
     def __enter__(self):
         if self.active:
+            self.started = time.monotonic()
+            self.deadline = self.started + self.seconds
             self.previous = signal.signal(signal.SIGALRM, self._fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self.outer = signal.setitimer(signal.ITIMER_REAL, self.seconds)  # (left, interval)
+            if 0 < self.outer[0] < self.seconds:
+                signal.setitimer(signal.ITIMER_REAL, self.outer[0])
         return self
 
     def __exit__(self, *exc):
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
+            left, interval = self.outer
+            if left > 0:
+                signal.setitimer(signal.ITIMER_REAL, max(left - (time.monotonic() - self.started), 1e-3),
+                                 interval)
         return False
 
 
