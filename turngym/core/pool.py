@@ -585,6 +585,14 @@ class EnvPool:
                 ep.trajectory, ep.messages, ep.completion, ep.started = None, [], None, None
                 todo.appendleft(ep)
 
+        def op_deadline(h: int) -> float:
+            """When host h's oldest op counts as hung; a host still starting (spawning a process,
+            importing the env) gets STARTUP_GRACE_S on top."""
+            ready_at = backend.ready_at[h]
+            if ready_at is None:
+                return op_started[h] + step_timeout_s + STARTUP_GRACE_S
+            return max(op_started[h], ready_at) + step_timeout_s
+
         while todo or running:
             while free and todo:  # start episodes on free slots
                 slot, ep = free.popleft(), todo.popleft()
@@ -624,13 +632,6 @@ class EnvPool:
                     backend.submit(h, ops, step_timeout_s)
             if not running:
                 continue
-            def op_deadline(h: int) -> float:
-                """A host still starting (spawning, importing) gets STARTUP_GRACE_S on top."""
-                ready_at = backend.ready_at[h]
-                if ready_at is None:
-                    return op_started[h] + step_timeout_s + STARTUP_GRACE_S
-                return max(op_started[h], ready_at) + step_timeout_s
-
             deadlines = []
             for h, ops in inflight.items():
                 if step_timeout_s is not None:
