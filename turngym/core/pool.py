@@ -115,6 +115,8 @@ class _EnvHost:
 #   replace(h)                      throw host h away (hung or dead) and start a fresh one; no
 #                                   event of the old host arrives afterwards
 #   close()                         stop every host
+#   running_op(h) -> int            optional, for hosts that answer a batch at once: the index,
+#                                   among h's unanswered ops, of the op it runs (or died in)
 #   ready_at: list[float | None]     per host, time.monotonic() when it came up (None: still
 #                                   starting); ops of a host that is starting get STARTUP_GRACE_S
 #                                   more before they count as hung
@@ -131,10 +133,10 @@ class _InlineBackend:
         self.ready_at: list[float | None] = [0.0] * len(hosts_args)
 
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
-        for op in ops:
-            with _alarm(step_timeout_s):
-                result = self.hosts[h].run_one(op)
-            self.done.append((h, result))
+        with _alarm(step_timeout_s) as alarm:
+            for op in ops:
+                alarm.arm()
+                self.done.append((h, self.hosts[h].run_one(op)))
 
     def poll(self, timeout: float | None) -> list[tuple]:
         out = list(self.done)
@@ -151,16 +153,18 @@ class _InlineBackend:
 
 
 class _alarm:
-    """SIGALRM raises StepTimeout in this thread after ``seconds`` (main thread only: elsewhere
-    signals cannot be used, and the inline backend then has no step deadline).
+    """SIGALRM raises StepTimeout in this thread when an op runs past ``seconds`` (main thread
+    only: elsewhere signals cannot be used, and the inline backend then has no step deadline).
 
-    An alarm someone else set (pytest-timeout, a user's own) is kept: if it is due first, its
-    handler runs when it fires; on exit it is re-armed with the time it has left."""
+    The handler is installed once per batch and each op only re-arms the timer (one system call:
+    cheap next to a step). An alarm someone else set (pytest-timeout, a user's own) is kept: if
+    it is due first, its handler runs when it fires; on exit it is re-armed with its time left."""
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
         self.active = (seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
                        and threading.current_thread() is threading.main_thread())
+        self.deadline = 0.0
 
     def _fire(self, signum, frame):
         if time.monotonic() >= self.deadline - 1e-3:
@@ -170,22 +174,26 @@ class _alarm:
 
     def __enter__(self):
         if self.active:
-            self.started = time.monotonic()
-            self.deadline = self.started + self.seconds
             self.previous = signal.signal(signal.SIGALRM, self._fire)
-            self.outer = signal.setitimer(signal.ITIMER_REAL, self.seconds)  # (left, interval)
-            if 0 < self.outer[0] < self.seconds:
-                signal.setitimer(signal.ITIMER_REAL, self.outer[0])
+            left, self.outer_interval = signal.getitimer(signal.ITIMER_REAL)
+            self.outer_due = time.monotonic() + left if left > 0 else None
         return self
+
+    def arm(self) -> None:
+        """Start the deadline of the next op."""
+        if self.active:
+            now = time.monotonic()
+            self.deadline = now + self.seconds
+            delay = self.seconds if self.outer_due is None else min(self.seconds, max(self.outer_due - now, 1e-3))
+            signal.setitimer(signal.ITIMER_REAL, delay)
 
     def __exit__(self, *exc):
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
-            left, interval = self.outer
-            if left > 0:
-                signal.setitimer(signal.ITIMER_REAL, max(left - (time.monotonic() - self.started), 1e-3),
-                                 interval)
+            if self.outer_due is not None:
+                signal.setitimer(signal.ITIMER_REAL, max(self.outer_due - time.monotonic(), 1e-3),
+                                 self.outer_interval)
         return False
 
 
@@ -252,7 +260,7 @@ class _ThreadBackend:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def _process_main(conn, host_args) -> None:
+def _process_main(conn, host_args, started) -> None:
     host = _EnvHost(*host_args)
     conn.send(READY)
     try:
@@ -263,8 +271,13 @@ def _process_main(conn, host_args) -> None:
                 break
             if ops is None:
                 break
-            for op in ops:  # one message per op: a death loses only the op that caused it
-                conn.send(host.run_one(op))
+            results = []
+            for i, op in enumerate(ops):
+                # shared memory, no message: if this op hangs or kills the process, the parent
+                # still knows which op of the batch it was
+                started.value = i + 1
+                results.append(host.run_one(op))
+            conn.send(results)  # one message per batch: what keeps the process backend cheap
     finally:
         host.close()
 
@@ -279,21 +292,28 @@ class _ProcessBackend:
         self.ready_at: list[float | None] = [None] * len(hosts_args)
         self.procs: list = [None] * len(hosts_args)
         self.conns: list = [None] * len(hosts_args)
-        self.expected: dict[int, int] = {}  # host -> results still to come
+        self.expected: dict[int, int] = {}  # host -> batches still to come
+        self.started: list = [None] * len(hosts_args)  # host -> ops of its batch started (shared)
         for h in range(len(hosts_args)):
             self._start(h)
 
     def _start(self, h: int) -> None:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_process_main, args=(child, self.hosts_args[h]), daemon=True,
+        started = self.ctx.Value("i", 0, lock=False)
+        proc = self.ctx.Process(target=_process_main, args=(child, self.hosts_args[h], started), daemon=True,
                                 name=f"turngym-env-host-{h}")
         proc.start()
         child.close()
-        self.procs[h], self.conns[h] = proc, parent
+        self.procs[h], self.conns[h], self.started[h] = proc, parent, started
         self.ready_at[h] = None
 
+    def running_op(self, h: int) -> int:
+        """Index, among host h's unanswered ops, of the one it is running (or died in)."""
+        return max(self.started[h].value - 1, 0)
+
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
-        self.expected[h] = self.expected.get(h, 0) + len(ops)
+        self.expected[h] = self.expected.get(h, 0) + 1
+        self.started[h].value = 0
         try:
             self.conns[h].send(ops)
         except (BrokenPipeError, OSError):
@@ -313,7 +333,7 @@ class _ProcessBackend:
                     if message == READY:
                         self.ready_at[h] = time.monotonic()
                         continue
-                    out.append((h, message))
+                    out.extend((h, result) for result in message)
                     self.expected[h] -= 1
             except (EOFError, OSError):
                 self.procs[h].join(timeout=1)
@@ -585,6 +605,21 @@ class EnvPool:
                 ep.trajectory, ep.messages, ep.completion, ep.started = None, [], None, None
                 todo.appendleft(ep)
 
+        seen_op: dict[int, int] = {}  # host -> the running op index last seen (batched hosts)
+
+        def running_slot(h: int) -> int | None:
+            """The slot of the op host h is running; hosts that answer op by op run their oldest."""
+            if not inflight.get(h):
+                return None
+            index = backend.running_op(h) if hasattr(backend, "running_op") else 0
+            return inflight[h][min(index, len(inflight[h]) - 1)][1]
+
+        def progressed(h: int) -> bool:
+            index = backend.running_op(h) if hasattr(backend, "running_op") else 0
+            moved = index != seen_op.get(h, 0)
+            seen_op[h] = index
+            return moved
+
         def op_deadline(h: int) -> float:
             """When host h's oldest op counts as hung; a host still starting (spawning a process,
             importing the env) gets STARTUP_GRACE_S on top."""
@@ -629,22 +664,24 @@ class EnvPool:
                     ops = outbox.pop(h)
                     inflight[h] = deque(ops)
                     op_started[h] = time.monotonic()
+                    seen_op[h] = 0
                     backend.submit(h, ops, step_timeout_s)
             if not running:
                 continue
             deadlines = []
-            for h, ops in inflight.items():
+            for h in inflight:
                 if step_timeout_s is not None:
                     deadlines.append(op_deadline(h))
-                if episode_timeout_s is not None and ops[0][1] in running:
-                    deadlines.append(running[ops[0][1]].started + episode_timeout_s)
+                slot = running_slot(h)
+                if episode_timeout_s is not None and slot in running:
+                    deadlines.append(running[slot].started + episode_timeout_s)
             wait = max(0.0, min(deadlines) - time.monotonic()) + 0.01 if deadlines else None
             for h, result in backend.poll(timeout=wait):
                 if h not in inflight:
                     continue  # a late answer from a host already replaced
-                if result is None:  # the host died: the oldest unanswered op killed it
+                if result is None:  # the host died in the op it was running
                     deaths[h] += 1
-                    culprit = inflight[h][0][1] if inflight[h] else None
+                    culprit = running_slot(h)
                     reason = (backend.exit_reason(h) if hasattr(backend, "exit_reason")
                               else "env host died")
                     if deaths[h] > 3:
@@ -665,8 +702,10 @@ class EnvPool:
                 self._take_result(running[slot], slot, status, payload, max_steps, fail, finish, waiting)
             now = time.monotonic()
             for h in list(inflight):  # deadlines of the ops in flight
-                culprit = inflight[h][0][1]
-                if step_timeout_s is not None and now > op_deadline(h):
+                culprit = running_slot(h)
+                if step_timeout_s is not None and now > op_deadline(h) and progressed(h):
+                    op_started[h] = now  # a batched host moved on to its next op: its own deadline
+                elif step_timeout_s is not None and now > op_deadline(h):
                     host_lost(h, culprit, f"step timed out: no answer within step_timeout_s={step_timeout_s:g}")
                 elif (episode_timeout_s is not None and culprit in running
                       and now - running[culprit].started > episode_timeout_s):
