@@ -1,13 +1,18 @@
 """EnvPool: many envs, stepped without lock-step, over inline / thread / process / ray backends.
 
-Each backend runs ``_EnvHost`` objects; a host owns some env slots and answers a batch of
-operations (reset, step, expert step) in one message, so process and Ray backends pay one
-round trip per batch, not per env. The rollout loop hands every slot that is waiting for an
-action to the policy in one batch, sends the actions out, and takes results back as soon as
-any host answers: an episode that ends frees its slot at once for the next one.
+Each backend runs ``_EnvHost`` objects; a host owns some env slots and runs operations (reset,
+step, expert step) on them. A process host takes a batch in one message and answers it in one
+message (a shared counter tells which op of the batch is running), so it pays one round trip
+per batch, not per env; a Ray actor answers op by op (one actor call each). The rollout loop
+hands every slot that is waiting for an action to the policy in one batch, sends the actions
+out, and takes results back as soon as any host answers: an episode that ends frees its slot
+at once for the next one.
 
-An env that raises is rebuilt and its episode is kept but marked ``scorable=False``; a host
-process that dies is restarted. Closing the pool stops every child.
+Faults end only the episode at fault, ``scorable=False`` with the reason: an env that raises or
+calls ``sys.exit`` is rebuilt; an op past ``step_timeout_s`` or an episode past
+``episode_timeout_s`` gets its host (thread, process, actor) replaced, as does a host that dies;
+the other episodes of a replaced host start again from their reset. Closing the pool stops
+every child.
 """
 
 from __future__ import annotations
