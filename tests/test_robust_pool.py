@@ -69,11 +69,17 @@ def test_ray_backend_survives_hang_exit_and_os_exit():
     import ray
 
     try:
+        # one actor per slot: each fault is seen op by op
         with turngym.EnvPool(ENV, num_envs=2, backend="ray", num_workers=2) as pool:
             trajs = pool.rollout(FaultPolicy(only=("hang", "exit", "die")), TASKS, step_timeout_s=3)
+        _check(trajs, {"counter-2": "step timed out", "counter-3": "SystemExit", "counter-4": "died"})
+        # three slots on one actor: a batch hides the culprit, so the host is isolated and the
+        # fault found on the rerun; healthy episodes are still never lost
+        with turngym.EnvPool(ENV, num_envs=3, backend="ray", num_workers=1) as pool:
+            trajs = pool.rollout(FaultPolicy(only=("hang", "die")), TASKS, step_timeout_s=2)
+        _check(trajs, {"counter-2": "step timed out", "counter-4": "died"})
     finally:
         ray.shutdown()
-    _check(trajs, {"counter-2": "step timed out", "counter-3": "SystemExit", "counter-4": "died"})
 
 
 def test_timeout_arguments_are_checked():

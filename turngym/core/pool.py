@@ -377,7 +377,10 @@ class _ProcessBackend:
 
 
 class _RayBackend:
-    """One Ray actor per host; each op is one actor call (a sync actor runs them in order)."""
+    """One Ray actor per host; a batch of ops is one actor call (Ray's per-call cost is what
+    batching saves). Which op of a batch hung or killed the actor cannot be told, so after such
+    a failure the fresh actor of that host gets one call per op ("isolated"), whose results
+    come back op by op and name the culprit of the next failure exactly."""
 
     def __init__(self, hosts_args, address: str | None = None, init_timeout_s: float = 120.0):
         import ray
@@ -399,6 +402,8 @@ class _RayBackend:
         self.refs: dict[Any, tuple[int, int]] = {}  # ref -> (host, sequence number)
         self.pings: dict[Any, int] = {}             # ref of a new actor's first call -> host
         self.sequence = 0
+        self.batched = [0] * len(hosts_args)        # host -> ops in its batched call in flight
+        self.isolated = [False] * len(hosts_args)   # host -> one call per op from now on
         self.hosts = [None] * len(hosts_args)
         for h in range(len(hosts_args)):
             self._start(h)
@@ -409,9 +414,18 @@ class _RayBackend:
         self.pings[self.hosts[h].ping.remote()] = h
 
     def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
+        self.sequence += 1
+        if len(ops) > 1 and not self.isolated[h]:
+            self.batched[h] = len(ops)
+            self.refs[self.hosts[h].run.remote(ops)] = (h, self.sequence)
+            return
         for op in ops:
             self.sequence += 1
             self.refs[self.hosts[h].run_one.remote(op)] = (h, self.sequence)
+
+    def running_op(self, h: int) -> int | None:
+        """0 (the oldest unanswered op) when the host answers op by op; None inside a batch."""
+        return None if self.batched[h] > 1 else 0
 
     def poll(self, timeout: float | None) -> list[tuple]:
         waiting = list(self.refs) + list(self.pings)
@@ -430,22 +444,29 @@ class _RayBackend:
             except Exception:  # noqa: BLE001 - the actor failed to start: its ops will fail too
                 self.ready_at[h] = time.monotonic()
         ready = [r for r in ready if r in self.refs]
-        out, dead = [], set()
+        out = []
         for ref in sorted(ready, key=lambda r: self.refs[r][1]):
-            h, _ = self.refs[ref]
-            if h in dead:
+            if ref not in self.refs:  # dropped with its dead host a moment ago
                 continue
+            h, _ = self.refs[ref]
             try:
-                out.append((h, self.ray.get(ref)))
+                answer = self.ray.get(ref)
                 self.refs.pop(ref)
+                if isinstance(answer, list):  # a batch
+                    self.batched[h] = 0
+                    out.extend((h, result) for result in answer)
+                else:
+                    out.append((h, answer))
             except Exception:  # noqa: BLE001 - the actor died (RayActorError and kin)
-                dead.add(h)
                 out.append((h, None))
                 for r in [r for r, (hh, _) in self.refs.items() if hh == h]:
                     self.refs.pop(r)
         return out
 
     def replace(self, h: int) -> None:
+        if self.batched[h] > 1:  # the culprit was somewhere in a batch: isolate from now on
+            self.isolated[h] = True
+        self.batched[h] = 0
         for r in [r for r, (hh, _) in self.refs.items() if hh == h]:
             self.refs.pop(r)
         for r in [r for r, hh in self.pings.items() if hh == h]:
@@ -612,26 +633,32 @@ class EnvPool:
 
         seen_op: dict[int, int] = {}  # host -> the running op index last seen (batched hosts)
 
+        def running_op(h: int) -> int | None:
+            """Index among host h's unanswered ops of the one it runs; None: somewhere in a batch."""
+            return backend.running_op(h) if hasattr(backend, "running_op") else 0
+
         def running_slot(h: int) -> int | None:
-            """The slot of the op host h is running; hosts that answer op by op run their oldest."""
-            if not inflight.get(h):
+            """The slot of the op host h is running (None: not known)."""
+            index = running_op(h)
+            if not inflight.get(h) or index is None:
                 return None
-            index = backend.running_op(h) if hasattr(backend, "running_op") else 0
             return inflight[h][min(index, len(inflight[h]) - 1)][1]
 
         def progressed(h: int) -> bool:
-            index = backend.running_op(h) if hasattr(backend, "running_op") else 0
-            moved = index != seen_op.get(h, 0)
-            seen_op[h] = index
+            index = running_op(h)
+            moved = index is not None and index != seen_op.get(h, 0)
+            seen_op[h] = index or 0
             return moved
 
         def op_deadline(h: int) -> float:
-            """When host h's oldest op counts as hung; a host still starting (spawning a process,
-            importing the env) gets STARTUP_GRACE_S on top."""
+            """When host h's running op counts as hung. A batch whose progress cannot be seen gets
+            step_timeout_s per op; a host still starting (spawning a process, importing the env)
+            gets STARTUP_GRACE_S on top."""
+            budget = step_timeout_s * (len(inflight[h]) if running_op(h) is None else 1)
             ready_at = backend.ready_at[h]
             if ready_at is None:
-                return op_started[h] + step_timeout_s + STARTUP_GRACE_S
-            return max(op_started[h], ready_at) + step_timeout_s
+                return op_started[h] + budget + STARTUP_GRACE_S
+            return max(op_started[h], ready_at) + budget
 
         while todo or running:
             while free and todo:  # start episodes on free slots
