@@ -181,6 +181,33 @@ def test_clear_errors(server):
     assert normalize_base_url("https://api.example.com/v1/") == "https://api.example.com/v1"
 
 
+def test_serve_policy_refuses_options_it_cannot_honour(server):
+    """Issue 18: top_logprobs, response_format, frequency_penalty (and kin) were silently ignored."""
+    policy = OpenAIPolicy(server, api_key=KEY, max_tokens=2)
+    hi = [{"role": "user", "content": "hi"}]
+    for option, value in (("top_logprobs", 2), ("response_format", {"type": "json_object"}),
+                          ("frequency_penalty", 0.5), ("presence_penalty", 1.0), ("logit_bias", {"42": 5})):
+        with pytest.raises(OpenAIPolicyError, match=f"HTTP 400: {option}: not supported"):
+            policy.chat(hi, **{option: value})
+    # their neutral values are fine
+    reply = policy.chat(hi, frequency_penalty=0, response_format={"type": "text"})
+    assert reply.choices
+
+
+def test_serve_policy_default_port_differs_from_serve():
+    import argparse
+
+    from turngym.agents import serve as serve_policy
+    from turngym.envs.shop import serve as serve_shop
+
+    ports = []
+    for module in (serve_policy, serve_shop):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        ports.append(parser.get_default("port"))
+    assert ports[0] != ports[1], ports
+
+
 def test_serve_policy_bad_arguments(capsys):
     from turngym.cli import main
 

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from turngym.tools.builtin import (
+    CalculatorError,
     Corpus,
     Workspace,
     calculator,
@@ -37,13 +38,20 @@ def test_calculator_values(expression, expected):
     "sum(range(10**9))", "+".join(["1"] * 300),
 ])
 def test_calculator_refuses_hostile_input(hostile):
-    out = calculator(hostile)
-    assert out.startswith("Error"), out
+    with pytest.raises(CalculatorError):
+        calculator(hostile)
 
 
-def test_calculator_division_by_zero():
-    assert calculator("1 / 0") == "Error: division by zero"
+def test_calculator_division_by_zero_is_an_error_result():
+    with pytest.raises(CalculatorError, match="division by zero"):
+        calculator("1 / 0")
     assert evaluate_expression("2 * 3") == 6
+    # through the executor the failure is an error result, so MCP's is_error and the env's
+    # action_valid see it (issue 18: calculator("1/0") used to come back as a plain result)
+    from turngym.tools.schema import ToolSet
+
+    (result,) = Executor(ToolSet([calculator])).run([ToolCall("calculator", {"expression": "1/0"})])
+    assert result.error == "execution_error" and result.content == "Error: division by zero"
 
 
 def test_python_tool_runs_code_in_a_child():

@@ -15,7 +15,7 @@ from turngym.core.registry import _REGISTRY
 from turngym.tools.modes import ToolsModeEnv
 from turngym.tools.parsers import format_hermes, parse_hermes
 from turngym.tools.registration import (
-    BUILTIN_TOOLS_VARIANTS,
+    TOOLS_FAMILIES,
     register_builtin_tools_variants,
     register_tools_variant,
     tools_id,
@@ -168,8 +168,7 @@ def test_builtin_variants_only_for_registered_ids(monkeypatch):
     from turngym.tools import registration
 
     added = ["turngym-tests/FakeHousehold-v0", "turngym-tests/FakeHousehold-tools-v0"]
-    monkeypatch.setitem(registration.BUILTIN_TOOLS_VARIANTS, added[0], "household")
-    monkeypatch.setitem(registration.BUILTIN_TOOLS_VARIANTS, "turngym-tests/Missing-v0", "shop")
+    assert registration.TOOLS_FAMILIES["household"] == "household"
     try:
         register_builtin_tools_variants()
         assert added[1] not in _REGISTRY  # the base is not registered yet: no twin
@@ -291,7 +290,15 @@ def test_specs_render_with_a_real_tokenizer_chat_template():
 
 # ----- household and shop, once their families are registered --------------------------------------
 
-REAL_TOOLS_IDS = [tools_id(base) for base in BUILTIN_TOOLS_VARIANTS if tools_id(base) in _REGISTRY]
+REAL_TOOLS_IDS = [tools_id(base) for base, spec in sorted(_REGISTRY.items())
+                  if spec.family in TOOLS_FAMILIES and tools_id(base) in _REGISTRY]
+
+
+def test_every_household_and_shop_id_has_a_tools_twin():
+    # issue 18: the README promised Household-Easy-tools-v0 and others that did not exist
+    bases = [i for i, s in _REGISTRY.items() if s.family in TOOLS_FAMILIES and "-tools-" not in i
+             and not i.startswith("turngym-tests/")]
+    assert all(tools_id(b) in _REGISTRY for b in bases), [b for b in bases if tools_id(b) not in _REGISTRY]
 
 
 @pytest.mark.skipif(not REAL_TOOLS_IDS, reason="the household and shop families are not registered on this branch")

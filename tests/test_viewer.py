@@ -478,3 +478,41 @@ def test_viewer_without_advantages(page, tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_nice_ticks_for_a_constant_rate_stay_at_or_above_zero():
+    # issue 18: an all-zero success curve had an axis from -0.5 to 0.5
+    assert nice_ticks(0, 0)[0] == 0 and nice_ticks(0, 0)[-1] >= 1
+    assert nice_ticks(-2, -2)[0] < -2 < nice_ticks(-2, -2)[-1]
+
+
+def test_episode_list_fits_its_pane_with_household_ids(page, tmp_path):
+    """Issue 18: household task ids made the list 829 px wide in a 560 px pane, hiding outcome
+    and return. Long ids are now cut (full id in the tooltip) and every column is visible."""
+    import turngym
+    from turngym.agents import ExpertPolicy
+
+    env = turngym.make("turngym/Household-v0")
+    tasks = env.task_ids("valid_unseen")[:3]
+    with turngym.EnvPool("turngym/Household-v0", num_envs=1, backend="inline") as pool:
+        trajs = pool.rollout(ExpertPolicy(), tasks)
+    path = tmp_path / "household.jsonl"
+    write_jsonl(path, trajs)
+    srv = make_server(path, port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{srv.server_address[1]}/#file=household.jsonl")
+        page.wait_for_selector("tr.episode-row")
+        wrap = page.locator("#list-pane .table-wrap").bounding_box()
+        assert wrap["width"] < 600  # the narrow pane the issue measured
+        table_width = page.evaluate("document.querySelector('#episodes').scrollWidth")
+        assert table_width <= wrap["width"] + 1, (table_width, wrap["width"])
+        for column in (6, 7):  # return, outcome
+            cell = page.locator(f"tr.episode-row td:nth-child({column})").first.bounding_box()
+            assert cell["x"] + cell["width"] <= wrap["x"] + wrap["width"] + 1
+        task_cell = page.locator("tr.episode-row td:nth-child(2)").first
+        assert task_cell.get_attribute("title").startswith(tasks[0])
+        assert not page.errors, page.errors
+    finally:
+        srv.shutdown()
+        srv.server_close()

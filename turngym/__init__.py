@@ -20,11 +20,13 @@ from turngym.core import (
     state_key,
     write_jsonl,
 )
+from turngym.core.registry import hook_gymnasium_make
 from turngym.envs import register_builtin_envs
 
 __version__ = "0.1.0"
 
 register_builtin_envs()
+hook_gymnasium_make()  # plugin ids work in gymnasium.make without calling turngym first
 
 __all__ = [
     "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvSpec", "Policy", "Step",

@@ -5,7 +5,9 @@ live in their own modules, imported only when that command runs, so ``turngym li
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +31,33 @@ class CLIError(Exception):
     """A mistake the user can fix; printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a mistake prints one line naming the command (not the top-level usage),
+    with a close match for a misspelt option."""
+
+    def error(self, message: str):
+        if message.startswith("unrecognized arguments:"):
+            options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            hints = []
+            for word in message.split(":", 1)[1].split():
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1)
+                if close:
+                    hints.append(f"{word} -> {close[0]}?")
+            if hints:
+                message += f" (did you mean {', '.join(hints)})"
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+positive_int.__name__ = "integer >= 1"  # argparse names the type in its message
+
+
 def serve_until_interrupted(server) -> int:
     """Serve an http.server until Ctrl-C, then close its socket; the exit code."""
     try:
@@ -42,18 +71,44 @@ def serve_until_interrupted(server) -> int:
 
 def _add_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="only envs of this family")
+    p.add_argument("--splits", action="store_true",
+                   help="also build each env and print its splits with their task counts (slower)")
 
 
 def _run_list(args) -> int:
     import turngym
 
     specs = [s for s in turngym.list_envs() if not args.family or s.family == args.family]
+    if args.family and not specs:
+        families = sorted({s.family for s in turngym.list_envs()})
+        raise CLIError(f"--family: no env of family {args.family!r}; allowed: {', '.join(families)}")
+    if args.splits:
+        return _print_splits(specs)
     width = max((len(s.id) for s in specs), default=10)
     for s in specs:
         tags = f"[{s.family}/{s.modality}{'; needs ' + ','.join(s.needs) if s.needs else ''}]"
         print(f"{s.id:<{width}}  {tags:<28} {s.description}")
     if not specs:
         print("no environments registered")
+    return 0
+
+
+def _print_splits(specs) -> int:
+    import turngym
+    from turngym.core.env import splits_of
+
+    width = max(len(s.id) for s in specs)
+    for s in specs:
+        try:
+            env = turngym.make(s.id)
+        except Exception as e:  # noqa: BLE001 - one env that cannot be built must not hide the rest
+            print(f"{s.id:<{width}}  (cannot build: {type(e).__name__}: {str(e)[:80]})")
+            continue
+        try:
+            counts = ", ".join(f"{split} {len(env.task_ids(split))}" for split in splits_of(env))
+            print(f"{s.id:<{width}}  default {env.split}; {counts}")
+        finally:
+            env.close()
     return 0
 
 
@@ -95,14 +150,16 @@ def _run_play(args) -> int:
 
 
 def _add_eval(p: argparse.ArgumentParser) -> None:
+    from turngym.core.pool import BACKENDS
+
     p.add_argument("env", help="env id")
     p.add_argument("--policy", default="expert", help="expert | random | human | hf:NAME_OR_PATH | openai:URL")
-    p.add_argument("--episodes", type=int, help="number of tasks (default: the whole split)")
+    p.add_argument("--episodes", type=positive_int, help="number of tasks (default: the whole split)")
     p.add_argument("--split", help="task split (default: the env's)")
-    p.add_argument("--group-size", type=int, default=1, help="rollouts per task")
+    p.add_argument("--group-size", type=positive_int, default=1, help="rollouts per task")
     p.add_argument("--out", help="write trajectories to this JSONL file")
-    p.add_argument("--num-envs", type=int, default=4)
-    p.add_argument("--backend", default="thread", help="inline | thread | process | ray")
+    p.add_argument("--num-envs", type=positive_int, default=4)
+    p.add_argument("--backend", default="thread", choices=BACKENDS, help=" | ".join(BACKENDS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model-kwargs", default="", help="extra policy options, k=v,k=v")
 
@@ -117,10 +174,8 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
 
     env = _make(env_id)
     split = split or env.split
-    tasks = env.task_ids(split)
+    tasks = _task_ids(env, split, env_id)
     env.close()
-    if not tasks:
-        raise CLIError(f"--split: {split!r} has no tasks for {env_id}")
     if episodes is not None:
         tasks = tasks[:episodes]
     bar = tqdm(total=len(tasks) * group_size, desc=f"eval {env_id}", disable=not progress, unit="ep")
@@ -134,9 +189,15 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
         written.append(traj)
 
     if out:
+        _check_out(out)
         Path(out).unlink(missing_ok=True)
-    with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
-        trajs = pool.rollout(policy, tasks, group_size=group_size, seed=seed, on_trajectory=on_trajectory)
+    try:
+        with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
+            trajs = pool.rollout(policy, tasks, group_size=group_size, seed=seed, on_trajectory=on_trajectory)
+    except BaseException:
+        bar.leave = False  # clear the bar: the error that follows is the one line to read
+        bar.close()
+        raise
     bar.close()
     return trajs, summarize(trajs)
 
@@ -165,20 +226,64 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _task_ids(env, split: str, env_id: str) -> list[str]:
+    """The split's task ids, or one line naming the splits the env has."""
+    try:
+        tasks = env.task_ids(split)
+    except (ValueError, KeyError):
+        tasks = []
+    if not tasks:
+        from turngym.core.env import splits_of
+
+        raise CLIError(f"--split: {split!r} has no tasks for {env_id}; allowed: "
+                       f"{', '.join(splits_of(env)) or 'none found'}")
+    return tasks
+
+
+def _check_out(out: str) -> None:
+    """--out must be a file we can create: no folder in the way, no file where a folder should be."""
+    path = Path(out)
+    if path.is_dir():
+        raise CLIError(f"--out: {out} is a folder; give a file name such as {path / 'eval.jsonl'}")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise CLIError(f"--out: {parent} is a file, so {out} cannot be created under it")
+
+
+def parse_model_kwargs(text: str) -> dict[str, str]:
+    options = {}
+    for item in (kv.strip() for kv in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--model-kwargs: {item!r} must be key=value (several as k=v,k=v)")
+        options[key.strip()] = value
+    return options
+
+
 def _run_eval(args) -> int:
     from turngym.agents.loading import load_policy
 
-    options = dict(kv.split("=", 1) for kv in args.model_kwargs.split(",") if kv)
+    options = parse_model_kwargs(args.model_kwargs)
+    if args.out:
+        _check_out(args.out)
+    _make(args.env).close()  # an unknown env id fails before a model loads
     try:
         policy = load_policy(args.policy, seed=args.seed, **options)
     except ValueError as e:
         raise CLIError(str(e)) from None
-    _, summary = evaluate(args.env, policy, split=args.split, episodes=args.episodes,
-                          group_size=args.group_size, num_envs=args.num_envs, backend=args.backend,
-                          seed=args.seed, out=args.out)
+    trajs, summary = evaluate(args.env, policy, split=args.split, episodes=args.episodes,
+                              group_size=args.group_size, num_envs=args.num_envs, backend=args.backend,
+                              seed=args.seed, out=args.out)
     row = {"env": args.env, "policy": args.policy, **summary}
     print(format_table([row], ["env", "policy", "episodes", "unscorable", "success_rate",
                                "mean_return", "mean_steps"]))
+    failed = [t for t in trajs if not t.scorable]
+    if failed:
+        reason = str(failed[0].metadata.get("error", "no reason recorded")).strip().splitlines() or ["?"]
+        print(f"{len(failed)} of {len(trajs)} episodes unscorable; the first because: {reason[-1][:300]}",
+              file=sys.stderr)
     if args.out:
         from turngym.viewer import write_report
 
@@ -249,7 +354,7 @@ def _make(env_id: str):
 
     try:
         return turngym.make(env_id)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
 
 
@@ -263,12 +368,14 @@ BUILTIN_COMMANDS = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="turngym", description="Environments, tools and RL trainers for LLM agents.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = OneLineParser(prog="turngym", description="Environments, tools and RL trainers for LLM agents.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    parser.command_parsers = {}
     for name, (help_, add, _) in BUILTIN_COMMANDS.items():
-        add(sub.add_parser(name, help=help_, description=help_))
+        parser.command_parsers[name] = p = sub.add_parser(name, help=help_, description=help_)
+        add(p)
     for name, (help_, module) in EXTERNAL_COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        parser.command_parsers[name] = p = sub.add_parser(name, help=help_, description=help_)
         if name == command:  # import a heavy module only for the command that runs
             importlib.import_module(module).add_arguments(p)
     return parser
@@ -278,19 +385,42 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     if args.command is None:
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         parser.print_help()
         return 0
+    if unknown:  # name the command's own usage, not the top-level one
+        parser.command_parsers[args.command].error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if args.command in BUILTIN_COMMANDS:
             return BUILTIN_COMMANDS[args.command][2](args) or 0
         return importlib.import_module(EXTERNAL_COMMANDS[args.command][1]).run(args) or 0
-    except CLIError as e:
-        print(f"turngym {args.command}: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
+        if args.command == "train":
+            print("turngym train: interrupted; run the same command again to resume from the last "
+                  "checkpoint in run_dir", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - the user gets one line, TURNGYM_DEBUG=1 the traceback
+        if os.environ.get("TURNGYM_DEBUG") or not isinstance(e, USER_ERRORS):
+            raise
+        print(f"turngym {args.command}: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+#: errors that mean a mistake in what the user gave (the library's convention: ValueError names
+#: the field), or something outside turngym that is down (a server, a file): one line, exit 2
+USER_ERRORS = (CLIError, ValueError, TypeError, LookupError, OSError, ImportError)
+
+
+def one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = " ".join(lines) if len(lines) <= 3 else lines[0]
+    if not isinstance(error, (CLIError, ValueError)) or not text:
+        text = f"{type(error).__name__}: {text} (TURNGYM_DEBUG=1 shows the traceback)"
+    return text[:600]
 
 
 if __name__ == "__main__":

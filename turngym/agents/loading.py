@@ -7,7 +7,7 @@
 ``hf:smollm2-135m``    the embedded SmolLM2-135M-Instruct (the default for ``hf``; ``hf`` alone works)
 ``hf:tiny``            a random-init model of the same architecture (tests)
 ``hf:PATH``            any local checkpoint directory (``save_pretrained``) or ``.gguf`` file
-``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1``
+``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8001/v1``
 =====================  ==========================================================================
 
 Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampling options
@@ -39,17 +39,25 @@ _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": flo
 def load_policy(spec: str, **options: Any):
     """A policy for ``spec`` (see the table above); unknown specs or options raise ValueError."""
     kind, sep, arg = spec.partition(":")
+    if kind in ("expert", "random", "human"):
+        extra = sorted(set(options) - {"seed"})
+        if extra:  # a sampling option here would be silently meaningless
+            raise ValueError(f"--model-kwargs: {kind} policies take no options (got {', '.join(extra)}); "
+                             "options are for hf:... and openai:... policies")
     if kind == "expert":
         return ExpertPolicy()
     if kind == "random":
-        return RandomPolicy(seed=int(options.get("seed", 0)))
+        try:
+            return RandomPolicy(seed=int(options.get("seed", 0)))
+        except (TypeError, ValueError):
+            raise ValueError(f"--seed: {options.get('seed')!r} is not an integer") from None
     if kind == "human":
         return HumanPolicy()
     if kind == "hf":
         return load_hf_policy(arg or "smollm2-135m", **options)
     if kind == "openai":
         if not arg:
-            raise ValueError("--policy: openai needs a URL, e.g. openai:http://127.0.0.1:8000/v1")
+            raise ValueError("--policy: openai needs a URL, e.g. openai:http://127.0.0.1:8001/v1")
         from turngym.agents.openai_policy import OpenAIPolicy
 
         kwargs = _convert(options, {**_OPENAI_KEYS, **_PROMPT_KEYS}, "openai")

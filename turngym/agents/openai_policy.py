@@ -34,15 +34,16 @@ from turngym.core.policy import Completion, Conversation
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
 
-class OpenAIPolicyError(RuntimeError):
-    """The server could not be used (bad URL, rejected key, unknown model, retries exhausted)."""
+class OpenAIPolicyError(ConnectionError):
+    """The server could not be used (bad URL, rejected key, unknown model, retries exhausted).
+    A ConnectionError, so the command line prints it as one line."""
 
 
 class OpenAIPolicy:
     """A remote chat model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     Args:
-        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``/v1`` is added when missing).
+        base_url: the API root, e.g. ``http://127.0.0.1:8001/v1`` (``/v1`` is added when missing).
         model: model name on the server (default: the first one ``/v1/models`` lists).
         api_key: bearer key (default: ``$OPENAI_API_KEY``, else a placeholder for local servers).
         temperature, top_p, max_tokens, stop, seed: sampling options sent with every request.
@@ -177,7 +178,7 @@ def normalize_base_url(url: str) -> str:
     """``http://host:port`` -> ``http://host:port/v1``; anything that is not an http(s) URL is an error."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"url: {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+        raise ValueError(f"url: {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8001/v1")
     url = url.rstrip("/")
     return url if parsed.path.rstrip("/") else url + "/v1"
 

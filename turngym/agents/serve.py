@@ -1,15 +1,17 @@
 """``turngym serve-policy``: a local model (``HFPolicy``) behind an OpenAI-compatible HTTP API.
 
 Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (non-streaming; ``tools``, ``n``,
-``stop``, ``seed``, ``logprobs``, and vLLM's ``return_token_ids``), ``GET /health``.
+``stop``, ``seed``, ``logprobs``, and vLLM's ``return_token_ids``), ``GET /health``. Options it
+cannot honour (``top_logprobs``, ``response_format`` other than text, ``frequency_penalty``,
+``presence_penalty``, ``logit_bias``) are refused with a 400 naming the field, never ignored.
 
 Concurrent requests with the same sampling options are batched into one ``generate`` call:
 a worker thread takes the oldest request, gathers the others that wait with the same options
 (up to ``--batch-size`` rows), and answers them all. With tools in the request, Hermes-style
 ``<tool_call>{...}</tool_call>`` blocks in the reply come back parsed as ``tool_calls``.
 
-    turngym serve-policy --model runs/exp1/checkpoint --port 8000
-    turngym eval turngym/Household-v0 --policy openai:http://127.0.0.1:8000/v1
+    turngym serve-policy --model runs/exp1/checkpoint --port 8001
+    turngym eval turngym/Household-v0 --policy openai:http://127.0.0.1:8001/v1
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the handlers' annotations at run time.
@@ -148,6 +150,9 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
                          kind="not_found_error", param="model")
         if req.stream:
             return error(400, "stream: streaming is not supported by turngym serve-policy", param="stream")
+        refused = _refused_option(req.model_extra or {})
+        if refused:
+            return error(400, refused[1], param=refused[0])
         try:
             prompt_ids = policy.encode(req.messages, req.tools)
         except Exception as e:  # a template that cannot render these messages
@@ -175,6 +180,27 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
     return app
 
 
+# OpenAI request options this server cannot honour: a request that sets one to anything but
+# its neutral value gets a 400 naming it, instead of a reply that silently ignored it.
+# (top_logprobs needs the whole distribution at each token, which the generator does not keep.)
+UNSUPPORTED_OPTIONS = {
+    "top_logprobs": (None, 0),
+    "response_format": (None, {"type": "text"}),
+    "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}),
+}
+
+
+def _refused_option(extra: dict[str, Any]) -> tuple[str, str] | None:
+    for name, neutral in UNSUPPORTED_OPTIONS.items():
+        if name in extra and extra[name] not in neutral:
+            allowed = " or ".join("null" if v is None else repr(v) for v in neutral)
+            return name, (f"{name}: not supported by turngym serve-policy (got {extra[name]!r}); "
+                          f"allowed: {allowed}")
+    return None
+
+
 def _choice(index: int, gen, tokenizer, with_tools: bool, logprobs: bool, token_ids: bool) -> dict[str, Any]:
     content, calls = parse_tool_calls(gen.text) if with_tools else (gen.text, [])
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
@@ -199,7 +225,8 @@ def add_arguments(parser) -> None:
                         help="smollm2-135m (default) | tiny | a checkpoint directory | a .gguf file "
                              "(an hf: prefix is accepted)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    # 8001: `turngym serve` (the shop site) already defaults to 8000
+    parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--served-model-name", help="the model name clients use (default: --model)")
     parser.add_argument("--api-key", help="require this bearer key (default: $TURNGYM_API_KEY, else none)")
     parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")

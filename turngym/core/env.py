@@ -54,7 +54,10 @@ def state_key(state: Any) -> str:
 
     Never Python's ``hash()``, which is salted per process for strings.
     """
-    return hashlib.blake2b(canonical_json(state).encode(), digest_size=12).hexdigest()
+    # surrogatepass: an action such as "\ud800" may land in the state (a search box, a tool
+    # argument); a lone surrogate is a valid Python str and must hash, not raise.
+    return hashlib.blake2b(canonical_json(state).encode("utf-8", "surrogatepass"),
+                           digest_size=12).hexdigest()
 
 
 @dataclass
@@ -82,6 +85,10 @@ class StepInfo:
 
 
 STEP_INFO_KEYS = tuple(f.name for f in dataclasses.fields(StepInfo))
+
+
+#: errors an engine raises on pathological input rather than on a bug of its own
+_INPUT_BLOWUPS = (RecursionError, MemoryError, UnicodeError)
 
 
 class TurnEnv(gym.Env[str, str]):
@@ -176,12 +183,22 @@ class TurnEnv(gym.Env[str, str]):
         return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
 
     def step(self, action: str):
+        """One turn. ``action`` must be a ``str``; anything else raises ``TypeError``.
+
+        A str that cannot be parsed or carried out never raises: it returns an observation
+        saying why, ``action_valid=False``, and the state is unchanged.
+        """
         if self.task is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if not isinstance(action, str):
-            action = "" if action is None else str(action)
+            # str(None) == "None" and str(["look"]) would run as commands: refuse instead.
+            raise TypeError(f"action: expected str (a model completion or command), "
+                            f"got {type(action).__name__}")
         self.turn += 1
-        obs, reward, terminated, truncated, fields = self._step(action)
+        try:
+            obs, reward, terminated, truncated, fields = self._step(action)
+        except _INPUT_BLOWUPS as e:
+            obs, reward, terminated, truncated, fields = self._unhandled_action(e)
         fields = dict(fields)
         limit = self.max_turns or (self.spec.max_episode_steps if self.spec is not None else None)
         if limit and self.turn >= limit and not terminated:
@@ -194,6 +211,14 @@ class TurnEnv(gym.Env[str, str]):
         info = self._info(obs, float(reward), fields)
         self._last_observation = obs
         return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def _unhandled_action(self, error: BaseException):
+        """A parser or engine that blew up on odd input (deep nesting, huge or unencodable
+        text): the action counts as invalid. Engines parse before they change anything, so the
+        state is still the one before the action."""
+        reason = f"the action could not be read ({type(error).__name__}: {str(error)[:200]})"
+        obs = f"Invalid action: {reason}. Nothing happened."
+        return obs, 0.0, False, False, {"action_valid": False, "parse_error": reason}
 
     def _info(self, obs: str, reward: float, fields: dict[str, Any]) -> dict[str, Any]:
         self._last_observation = obs
@@ -230,3 +255,19 @@ class TurnEnv(gym.Env[str, str]):
 def _reset_messages(instructions: str, obs: str) -> list[dict]:
     messages = [{"role": "system", "content": instructions}] if instructions else []
     return messages + [{"role": "user", "content": obs}]
+
+
+#: split names used across the families (see docs/splits.md)
+SPLIT_NAMES = ("train", "valid", "valid_seen", "valid_unseen", "eval", "dev", "test")
+
+
+def splits_of(env: TurnEnv) -> list[str]:
+    """The usual split names that hold tasks for this env (for messages naming allowed values)."""
+    found = []
+    for split in SPLIT_NAMES:
+        try:
+            if env.task_ids(split):
+                found.append(split)
+        except Exception:  # noqa: BLE001 - an env may raise on a split it does not know
+            pass
+    return found

@@ -85,12 +85,20 @@ def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory], app
         if append and os.fstat(fd).st_size > 0 and not _ends_with_newline(path):
             os.write(fd, b"\n")  # a line cut by a killed writer must not swallow ours
         for traj in trajectories:
-            line = (json.dumps(traj.to_dict(), ensure_ascii=False) + "\n").encode()
-            view = memoryview(line)
+            view = memoryview(_encode_line(traj.to_dict()))
             while view:
                 view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def _encode_line(data: dict[str, Any]) -> bytes:
+    """One JSONL line as UTF-8. Any ``str`` is allowed: a lone surrogate (a valid Python str
+    that UTF-8 cannot hold) is written as a ``\\ud800`` JSON escape, which reads back exactly."""
+    try:
+        return (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(data, ensure_ascii=True) + "\n").encode("ascii")
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -100,16 +108,29 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
+    """Trajectories of a JSONL file, skipping lines a killed writer cut off.
+
+    A cut line is a prefix of a JSON object: it starts with ``{`` and fails to parse (as JSON
+    or, cut inside a multi-byte character, as UTF-8). Anything else means the file is not a
+    trajectory file, which raises ``ValueError`` rather than warning on every line.
+    """
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
+            line = raw.strip()
+            if not line:
                 continue
+            if not line.startswith(b"{"):
+                raise ValueError(f"{path}: not a trajectory file (line {lineno} is not a JSON object; "
+                                 "expected JSONL written by turngym)")
             try:
-                data = json.loads(raw)
-            except json.JSONDecodeError:
+                data = json.loads(line)  # ValueError covers JSONDecodeError and UnicodeDecodeError
+            except ValueError:
                 warnings.warn(f"{path}:{lineno}: skipping a cut-off line (a writer was killed mid-write)",
                               stacklevel=2)
                 continue
+            if not isinstance(data, dict) or "env_id" not in data:
+                raise ValueError(f"{path}: not a trajectory file (line {lineno} has no 'env_id'; "
+                                 "expected JSONL written by turngym)")
             yield Trajectory.from_dict(data)
 
 

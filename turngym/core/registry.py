@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -78,6 +79,28 @@ def load_plugins() -> None:
             target()
 
 
+def hook_gymnasium_make() -> None:
+    """Let ``gymnasium.make`` (and ``make_vec``) find plugin ids right after ``import turngym``.
+
+    Gymnasium has no plugin entry points of its own, so its spec lookup is wrapped: an id it
+    does not know triggers ``load_plugins()`` (still lazy: nothing is read at import) and a
+    second look. Gymnasium versions without that lookup function are left alone.
+    """
+    from gymnasium.envs import registration as gym_registration
+
+    original = getattr(gym_registration, "_find_spec", None)
+    if original is None or getattr(original, "turngym_hook", False):
+        return
+
+    def find_spec(env_id):
+        if isinstance(env_id, str) and env_id.rpartition(":")[2] not in gym_registration.registry:
+            load_plugins()
+        return original(env_id)
+
+    find_spec.turngym_hook = True
+    gym_registration._find_spec = find_spec
+
+
 def spec(id: str) -> EnvSpec:
     if id not in _REGISTRY:
         load_plugins()
@@ -106,6 +129,47 @@ def make(id: str, **kwargs: Any):
     ``gymnasium.make(id)`` gives the same env inside Gymnasium's usual wrapper stack.
     """
     s = spec(id)
-    env = _resolve(s.entry_point)(**{**s.kwargs, **kwargs})
+    factory = _resolve(s.entry_point)
+    _check_kwargs(id, factory, kwargs)
+    env = factory(**{**s.kwargs, **kwargs})
     env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs})
     return env
+
+
+class UnknownOptionError(TypeError, ValueError):
+    """A keyword argument the env does not take. A TypeError, as Python raises for any call,
+    and a ValueError, as turngym raises for every bad config field."""
+
+
+def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    allowed = accepted_kwargs(factory)
+    if allowed is None:
+        return
+    unknown = [k for k in kwargs if k not in allowed]
+    if unknown:
+        raise UnknownOptionError(f"{id}: unknown keyword argument {', '.join(map(repr, unknown))}; "
+                                 f"allowed: {', '.join(allowed) or 'none'}")
+
+
+def accepted_kwargs(factory: Callable[..., Any]) -> list[str] | None:
+    """Keyword arguments ``factory`` takes, following ``**kwargs`` up a class's bases (an env
+    class usually passes them on to ``TurnEnv``); None when that cannot be told."""
+    functions = []
+    if isinstance(factory, type):
+        functions = [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__]
+    else:
+        functions = [factory]
+    names: list[str] = []
+    for fn in functions:
+        if fn is object.__init__:
+            break
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+            return None
+        names += [n for i, (n, p) in enumerate(params.items())
+                  if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n not in names
+                  and not (isinstance(factory, type) and i == 0)]  # self
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return names
+    return None

@@ -34,39 +34,59 @@ class RemoteBackend:
         self.host_server = [h % len(self.servers) for h in range(len(hosts_args))]
         self.env_id = [args[0].id for args in hosts_args]
         self.env_kwargs = [dict(args[1]) for args in hosts_args]
+        self.host_slots = [list(args[2]) for args in hosts_args]
         self.sessions: dict[int, str] = {}          # slot -> its session id
         self.slot_server: dict[int, int] = {}       # slot -> the server that holds its session
         self.failures = [0] * len(self.servers)     # consecutive unreachable batches per server
         self.max_failures = max_failures
+        self.ready_at: list[float | None] = [0.0] * len(hosts_args)  # sessions open at first reset
         self.results: queue.Queue = queue.Queue()
-        self.inboxes = [queue.Queue() for _ in hosts_args]
-        self.threads = [threading.Thread(target=self._loop, args=(h,), daemon=True, name=f"turngym-remote-{h}")
-                        for h in range(len(hosts_args))]
-        for t in self.threads:
-            t.start()
+        self.generation = [0] * len(hosts_args)
+        self.inboxes: list[queue.Queue] = [None] * len(hosts_args)
+        for h in range(len(hosts_args)):
+            self._start(h)
 
-    def submit(self, h: int, ops: list[tuple]) -> None:
+    def _start(self, h: int) -> None:
+        self.inboxes[h] = queue.Queue()
+        threading.Thread(target=self._loop, args=(h, self.generation[h], self.inboxes[h]), daemon=True,
+                         name=f"turngym-remote-{h}").start()
+
+    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
         self.inboxes[h].put(ops)
 
-    def poll(self, timeout: float | None) -> list[tuple[int, list]]:
-        out = []
+    def poll(self, timeout: float | None) -> list[tuple]:
+        """One event per finished op, ``(h, (slot, status, payload))``, as the pool expects."""
+        raw = []
         try:
-            out.append(self.results.get(timeout=timeout))
+            raw.append(self.results.get(timeout=timeout))
             while True:
-                out.append(self.results.get_nowait())
+                raw.append(self.results.get_nowait())
         except queue.Empty:
             pass
-        for _, item in out:
+        out = []
+        for h, generation, item in raw:
+            if generation != self.generation[h]:
+                continue  # a replaced host's late answer
             if isinstance(item, BaseException):
                 raise item
+            out.extend((h, result) for result in item)
         return out
 
-    def _loop(self, h: int) -> None:
-        while (ops := self.inboxes[h].get()) is not None:
+    def replace(self, h: int) -> None:
+        """The pool gave up on host h's batch (a server that never answered): forget its sessions
+        (the server's idle timeout frees them) and serve the host from a fresh thread."""
+        self.inboxes[h].put(None)
+        self.generation[h] += 1
+        for slot in self.host_slots[h]:
+            self.sessions.pop(slot, None)
+        self._start(h)
+
+    def _loop(self, h: int, generation: int, inbox: queue.Queue) -> None:
+        while (ops := inbox.get()) is not None:
             try:
-                self.results.put((h, self._run(h, ops)))
+                self.results.put((h, generation, self._run(h, ops)))
             except BaseException as e:  # raised in the pool's thread by poll()
-                self.results.put((h, e))
+                self.results.put((h, generation, e))
 
     def _run(self, h: int, ops: list[tuple]) -> list[tuple]:
         server = self.host_server[h]
@@ -135,8 +155,6 @@ class RemoteBackend:
     def close(self) -> None:
         for inbox in self.inboxes:
             inbox.put(None)
-        for t in self.threads:
-            t.join(timeout=10)
         for server, client in enumerate(self.clients):
             sids = [sid for slot, sid in self.sessions.items() if self.slot_server[slot] == server]
             try:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from turngym.tools.executor import InfrastructureError
+from turngym.tools.executor import InfrastructureError, ToolError
 from turngym.tools.schema import Tool, ToolSet, tool
 
 # ----- calculator ---------------------------------------------------------------------------------
@@ -71,6 +71,10 @@ def evaluate_expression(expression: str) -> int | float:
     return ev(tree)
 
 
+class CalculatorError(ToolError, ValueError):
+    """The expression cannot be evaluated; the message says why."""
+
+
 @tool(parallel_safe=True, timeout=None)
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly as written.
@@ -78,12 +82,14 @@ def calculator(expression: str) -> str:
     Args:
         expression: Arithmetic such as "(3 + 4) * 2 / 7" or "round(37.5 * 1.609344, 2)"; supports + - * / // % **, sqrt, log, exp, sin, cos, round, abs, min, max, pi, e.
     """
+    # Errors raise (CalculatorError), so the executor marks the result an error: the model,
+    # the env's action_valid and MCP's is_error all see a failed call, not a result "Error: ...".
     try:
         value = evaluate_expression(expression)
     except ZeroDivisionError:
-        return "Error: division by zero"
-    except (SyntaxError, ValueError, TypeError, OverflowError) as e:
-        return f"Error: {e}"
+        raise CalculatorError("division by zero") from None
+    except (SyntaxError, ValueError, TypeError, OverflowError, RecursionError, MemoryError) as e:
+        raise CalculatorError(str(e) or type(e).__name__) from None
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         value = int(value)
     return str(value)

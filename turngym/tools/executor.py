@@ -31,6 +31,11 @@ ERROR_KINDS = ("parse_error", "unknown_tool", "bad_arguments", "timeout", "execu
 ON_ERROR = ("feedback", "end")
 
 
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should read: the result is ``Error: <message>``
+    with ``error="execution_error"`` (no exception type name in front)."""
+
+
 class InfrastructureError(RuntimeError):
     """Raised by a tool when the machinery under it failed (a crashed sandbox), not the call.
 
@@ -239,7 +244,8 @@ class Executor:
         return ToolResult(call.id, call.name, cap_output(to_text(value), self.max_output_chars))
 
     def _failed(self, call: ToolCall, e: BaseException) -> ToolResult:
-        return ToolResult(call.id, call.name, cap_output(f"Error: {type(e).__name__}: {e}", self.max_output_chars),
+        text = f"Error: {e}" if isinstance(e, ToolError) else f"Error: {type(e).__name__}: {e}"
+        return ToolResult(call.id, call.name, cap_output(text, self.max_output_chars),
                           "execution_error")
 
     def _timed_out(self, call: ToolCall, limit: float) -> ToolResult:

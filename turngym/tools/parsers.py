@@ -72,6 +72,8 @@ def _call_from_obj(obj: Any) -> ToolCall:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as e:
             raise _Malformed(f'"arguments" of {name!r} is not valid JSON ({e.msg} at char {e.pos})') from None
+        except (ValueError, RecursionError) as e:  # an integer of > 4300 digits, deep nesting
+            raise _Malformed(f'"arguments" of {name!r} cannot be read ({str(e)[:80]})') from None
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -90,6 +92,8 @@ def _loads(text: str) -> Any:
         raise _Malformed(what) from None
     except RecursionError:
         raise _Malformed("JSON nested too deeply") from None
+    except ValueError as e:  # JSON that Python refuses to convert, e.g. an integer of > 4300 digits
+        raise _Malformed(f"JSON that cannot be read ({str(e)[:80]})") from None
 
 
 _HERMES_RE = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)

@@ -7,9 +7,10 @@ from typing import Any
 
 from turngym.core.registry import _REGISTRY, register
 
-#: base id -> verb table: the built-in ids that get a tools-mode twin when they are registered.
-#: Other ids of these families can call ``register_tools_variant`` themselves.
-BUILTIN_TOOLS_VARIANTS: dict[str, str] = {"turngym/Household-v0": "household", "turngym/Shop-v0": "shop"}
+#: family -> verb table: every registered id of these families gets a tools-mode twin
+#: (``turngym/Household-Easy-v0`` -> ``turngym/Household-Easy-tools-v0``). ToolQA, code and the
+#: browser envs take tool calls natively; the multi-agent games have no tools mode.
+TOOLS_FAMILIES: dict[str, str] = {"household": "household", "shop": "shop"}
 ENTRY_POINT = "turngym.tools.modes:ToolsModeEnv"
 
 
@@ -41,11 +42,12 @@ def register_tools_variant(base_id: str, verbs: str | list[dict[str, Any]], id: 
 
 
 def register_builtin_tools_variants() -> None:
-    """Tools-mode twins of the ids in BUILTIN_TOOLS_VARIANTS that are registered.
+    """Tools-mode twins of every registered id of the families in TOOLS_FAMILIES.
 
     Called from ``turngym.envs.register_builtin_envs`` after the families registered, so it
     registers nothing for a family that is not installed.
     """
-    for base_id, table in BUILTIN_TOOLS_VARIANTS.items():
-        if base_id in _REGISTRY and tools_id(base_id) not in _REGISTRY:
-            register_tools_variant(base_id, table)
+    for base_id, spec in list(_REGISTRY.items()):
+        if (spec.family in TOOLS_FAMILIES and spec.entry_point != ENTRY_POINT
+                and isinstance(spec.entry_point, str) and tools_id(base_id) not in _REGISTRY):
+            register_tools_variant(base_id, TOOLS_FAMILIES[spec.family])

@@ -42,16 +42,19 @@ def run(args) -> int:
     except ValueError as e:
         raise CLIError(str(e)) from None
     for module in args.env_module:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise CLIError(f"--env-module: cannot import {module!r} ({e}); is it on PYTHONPATH?") from None
+    from turngym.trainers.config import check_run
+
+    try:  # env id, kwargs, splits, model name: checked before --dry-run prints and before a model loads
+        check_run(cfg)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
     if args.dry_run:
         print(dump_yaml(cfg), end="")
         return 0
-    import turngym
-
-    try:
-        turngym.spec(cfg.env.id)
-    except Exception as e:
-        raise CLIError(f"env.id: {e}") from None
     from turngym.trainers.loop import train
 
     train(cfg)

@@ -191,17 +191,69 @@ def check_estimator_args(cfg: TrainConfig) -> None:
                 raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
 
 
+#: module names of the built-in models (Llama architecture) that LoRA can target
+LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """Checks that need the registry (run after --env-module imports), before any model loads:
+    the env id, its constructor's keyword arguments, both splits, the model name and the LoRA
+    target modules. Each failure is a ValueError naming the field and the allowed values."""
+    import turngym
+    from turngym.agents.models import _ALIASES, MODEL_NAMES
+    from turngym.core.env import splits_of
+
+    try:
+        env_spec = turngym.spec(cfg.env.id)
+    except ValueError as e:
+        raise ValueError(f"env.id: {e}") from None
+    try:
+        env = turngym.make(cfg.env.id, **cfg.env.kwargs)
+    except TypeError as e:
+        raise ValueError(f"env.kwargs: {e}") from None
+    try:
+        for name in ("train_split", "eval_split"):
+            split = getattr(cfg.env, name)
+            try:
+                ids = env.task_ids(split)
+            except (ValueError, KeyError):
+                ids = []
+            if not ids:
+                raise ValueError(f"env.{name}: {split!r} has no tasks for {env_spec.id}; allowed: "
+                                 f"{', '.join(splits_of(env)) or 'none found'}")
+    finally:
+        env.close()
+    name = _ALIASES.get(cfg.model.name, cfg.model.name)
+    if name not in MODEL_NAMES and not Path(name).expanduser().exists():
+        raise ValueError(f"model.name: {name!r} is neither a built-in model ({', '.join(MODEL_NAMES)}) "
+                         "nor an existing checkpoint directory or .gguf file")
+    if cfg.model.lora and name in MODEL_NAMES:
+        bad = [m for m in cfg.model.lora_target_modules if m not in LLAMA_MODULES]
+        if bad or not cfg.model.lora_target_modules:
+            raise ValueError(f"model.lora_target_modules: {bad or 'empty'} not in the model; allowed: "
+                             f"{', '.join(LLAMA_MODULES)}")
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ValueError(f"config: {path} does not exist")
+    if path.is_dir():
+        raise ValueError(f"config: {path} is a folder; give a .yaml, .yml, .toml or .json file")
     text = path.read_text()
-    if path.suffix == ".toml":
-        data = tomllib.loads(text)
-    elif path.suffix in (".yaml", ".yml", ".json"):
-        data = yaml.safe_load(text) or {}
-    else:
-        raise ValueError(f"config: {path} must end in .yaml, .yml, .toml or .json")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml", ".json"):
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ValueError(f"config: {path} must end in .yaml, .yml, .toml or .json")
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
+        # one line: where and what, not the parser's multi-line dump
+        where = getattr(e, "problem_mark", None)
+        at = f"line {where.line + 1}, column {where.column + 1}: " if where is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ValueError(f"config: {path} is not valid {path.suffix.lstrip('.').upper()}: {at}{what}") from None
     if not isinstance(data, dict):
         raise ValueError(f"config: {path} must hold a mapping at the top level")
     return data

@@ -104,8 +104,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> l
     """Round tick values covering [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return [0.0]
-    if hi <= lo:
-        lo, hi = lo - 0.5, hi + 0.5
+    if hi <= lo:  # one value: a unit-wide axis around it that does not cross zero
+        # (a success rate that is 0 everywhere gets 0..1, not -0.5..0.5)
+        lo, hi = (lo - 0.5, hi + 0.5) if lo < 0 or lo - 0.5 >= 0 else (0.0, lo + 1.0)
     raw = (hi - lo) / max(count - 1, 1)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
@@ -501,7 +502,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from turngym.cli import CLIError
 
-    if not Path(args.path).exists():
+    path = Path(args.path)
+    if not path.exists():
         raise CLIError(f"{args.path}: no such run directory or file")
+    if path.is_file():  # one file named on purpose: a foreign file is a mistake, not a skip
+        from turngym.viewer.data import load_file
+
+        try:
+            load_file(path)
+        except (ValueError, OSError) as e:
+            raise CLIError(str(e)) from None
     print(write_report(args.path, args.out, args.viewer_port))
     return 0

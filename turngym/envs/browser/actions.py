@@ -51,6 +51,9 @@ PARAM_DOCS: dict[str, str] = {
 }
 
 MAX_TEXT = 2000
+# Longest action text parsed at all: room for a call with a MAX_TEXT argument and prose around
+# it. Longer input is refused before ast/json, whose recursion and memory grow with it.
+MAX_ACTION = 8 * MAX_TEXT
 
 
 class ActionError(ValueError):
@@ -78,6 +81,7 @@ def tool_specs() -> list[dict]:
     return specs
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _CALL_LINE = re.compile(r"^\s*(" + "|".join(SIGNATURES) + r")\s*\(.*\)\s*;?\s*$", re.S)
 _FENCE = re.compile(r"```(?:python|py)?\s*\n?(.*?)```", re.S)
 _TOOL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
@@ -88,6 +92,8 @@ def parse_action(text: str) -> Action:
     text = (text or "").strip()
     if not text:
         raise ActionError("empty action; write one call such as click('12') or noop()")
+    if len(text) > MAX_ACTION:
+        raise ActionError(f"action is {len(text)} characters long; at most {MAX_ACTION} are read")
     tagged = _TOOL_TAG.search(text)
     if tagged or text.startswith("{"):
         return _from_tool_call(tagged.group(1) if tagged else text)
@@ -96,6 +102,8 @@ def parse_action(text: str) -> Action:
         tree = ast.parse(candidate, mode="eval")
     except SyntaxError as exc:
         raise ActionError(f"cannot parse {candidate[:80]!r} as a call: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):  # deep nesting, NUL bytes
+        raise ActionError(f"cannot parse {candidate[:80]!r} as a call: nested too deeply or not text") from None
     call = tree.body
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
         raise ActionError(f"expected one call like click('12'), got {candidate[:80]!r}")
@@ -105,7 +113,7 @@ def parse_action(text: str) -> Action:
     try:
         args = [ast.literal_eval(a) for a in call.args]
         kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):  # {[]: 1} is a TypeError
         raise ActionError(f"{name}: arguments must be literal strings or numbers") from None
     if any(k.arg is None for k in call.keywords):
         raise ActionError(f"{name}: **kwargs are not allowed")
@@ -130,6 +138,8 @@ def _from_tool_call(payload: str) -> Action:
         call = json.loads(payload)
     except json.JSONDecodeError as exc:
         raise ActionError(f"tool call is not valid JSON: {exc.msg} at char {exc.pos}") from None
+    except (RecursionError, ValueError):  # deep nesting; an integer of > 4300 digits
+        raise ActionError("tool call is nested too deeply or holds a number too long to read") from None
     if isinstance(call, list):
         if len(call) != 1:
             raise ActionError(f"one tool call per turn, got {len(call)}")
@@ -144,10 +154,12 @@ def _from_tool_call(payload: str) -> Action:
             arguments = json.loads(arguments or "{}")
         except json.JSONDecodeError as exc:
             raise ActionError(f"tool arguments are not valid JSON: {exc.msg}") from None
+        except (RecursionError, ValueError):
+            raise ActionError("tool arguments are nested too deeply or hold a number too long to read") from None
     if not isinstance(arguments, dict):
         raise ActionError("tool arguments must be an object")
-    name = str(call["name"])
-    if name not in SIGNATURES:
+    name = call["name"]
+    if not isinstance(name, str) or name not in SIGNATURES:
         raise ActionError(f"unknown tool {name!r}; allowed: {', '.join(SIGNATURES)}")
     return _bind(name, [], arguments)
 
@@ -180,6 +192,8 @@ def _bind(name: str, args: list[Any], kwargs: dict[str, Any]) -> Action:
                 raise ActionError(f"{name}: {p} must be a string, got {type(v).__name__}")
             if len(v) > MAX_TEXT:
                 raise ActionError(f"{name}: {p} is longer than {MAX_TEXT} characters")
+            if _LONE_SURROGATE.search(v) or "\x00" in v:
+                raise ActionError(f"{name}: {p} holds a lone surrogate or NUL, which a browser cannot type")
             out.append(v)
     return Action(name, tuple(out))
 

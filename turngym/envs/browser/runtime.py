@@ -7,7 +7,8 @@ deadline is the watchdog on hung pages (a page stuck in a script never answers; 
 throws its context away and the episode ends ``scorable=False``).
 
 A killed or crashed browser is noticed on the next call (``BrowserCrashed``) and relaunched by
-the next ``new_context``.
+the next ``new_context``; so is a dead Playwright driver (the node process behind the browser),
+which is replaced by a fresh one.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class BrowserRuntime:
         if self._launch_lock is None:
             self._launch_lock = asyncio.Lock()
         async with self._launch_lock:
+            if not self._driver_alive():  # the node driver died: its browser objects are all dead
+                await self._drop_driver()
             if self._browser is not None and self._browser.is_connected():
                 return self._browser
             try:
@@ -124,12 +127,34 @@ class BrowserRuntime:
             except ImportError as exc:
                 raise BrowserUnavailable("playwright is not installed: pip install 'turngym[browser]'") from exc
             executable = self.executable or browser_executable()
-            if self._playwright is None:
+            try:
+                if self._playwright is None:
+                    self._playwright = await async_playwright().start()
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
+            except Exception:  # noqa: BLE001 - the Playwright driver itself may be dead: start a new one
+                await self._drop_driver()
                 self._playwright = await async_playwright().start()
-            self._browser = await self._playwright.chromium.launch(
-                executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=list(LAUNCH_FLAGS))
             self.launches += 1
             return self._browser
+
+    def _driver_alive(self) -> bool:
+        """False once the Playwright driver's connection has closed. Playwright offers no public
+        check: its connection records the error it closed with; when that attribute is not
+        there, the driver is assumed alive (and a failed launch still replaces it)."""
+        impl = getattr(self._playwright, "_impl_obj", self._playwright)
+        return getattr(getattr(impl, "_connection", None), "_closed_error", None) is None
+
+    async def _drop_driver(self) -> None:
+        """Forget a dead driver (and its browser); stopping it may fail or hang, so bound it."""
+        old, self._playwright, self._browser = self._playwright, None, None
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.stop(), timeout=5)
+            except BaseException:  # noqa: BLE001 - it is gone either way
+                pass
 
     async def new_context(self, **options: Any):
         browser = await self.browser()

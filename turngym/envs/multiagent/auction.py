@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket
+from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket, void_step
 
 INT = re.compile(r"^\$?\s*(\d{1,6})$")
 
@@ -67,14 +67,13 @@ class Auction(TextGame):
 
     def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
         out: dict[str, Outcome] = {}
-        for agent in self.acting():
-            if agent not in actions:
-                continue
-            amount, error = self._parse(agent, actions[agent])
-            if error:
-                out[agent] = Outcome(f"{error} Bid again.", 0.0, {"action_valid": False, "parse_error": error})
-            else:
-                self.bids[agent] = amount
+        acting = [a for a in self.acting() if a in actions]
+        parsed = {a: self._parse(a, actions[a]) for a in acting}
+        errors = {a: error for a, (_, error) in parsed.items() if error}
+        if errors:  # the step is void: no bid of it counts (game.py's invalid-action rule)
+            return void_step(acting, errors, "Bid again.")
+        for agent, (amount, _) in parsed.items():
+            self.bids[agent] = amount
         if len(self.bids) < len(self.possible_agents):
             for a in self.possible_agents:
                 out.setdefault(a, Outcome("Bid received; waiting for your opponent." if a in self.bids

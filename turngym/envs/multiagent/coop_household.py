@@ -6,7 +6,9 @@ what it finds), plus what its partner tells it with ``say[...]``. The shared goa
 pick-two task ("put two mugs in cabinet"); the team has a turn budget that two agents working in
 parallel can meet (the expert team's length + 2) and, in most tasks, one agent alone cannot
 (``task["solo_steps"]`` vs ``task["max_turns"]``). Both agents move every turn. A command that is
-not admissible answers "Nothing happens." and wastes that agent's turn, as in ALFWorld. The team
+not admissible (agent_1's is checked on the world as agent_0's command leaves it) makes the turn
+void (game.py's invalid-action rule): neither agent's command runs, the turn is not counted,
+and both act again. The team
 reward (1 each) comes when the goal holds.
 """
 
@@ -21,7 +23,7 @@ from turngym.envs.household import generator
 from turngym.envs.household.engine import World, strict_command
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import TWO, goal_met, goal_progress
-from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket
+from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket, void_step
 
 AGENTS = ("agent_0", "agent_1")
 SLACK = 2
@@ -111,6 +113,17 @@ class CoopHousehold(TextGame):
         return list(self.world.admissible(agent))
 
     def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
+        # Commands run in seat order, so each is checked on a copy of the world as the earlier
+        # seats' commands leave it; one that is not admissible voids the turn for both.
+        ahead, errors = self.world.clone(), {}
+        for agent in AGENTS:
+            action = actions.get(agent, "")
+            if parse_bracket(action, "say") is None:
+                _, ok = ahead.execute(agent, strict_command(action))
+                if not ok:
+                    errors[agent] = "Nothing happens. That is not an admissible command."
+        if errors:
+            return void_step(list(AGENTS), errors)
         self.turn += 1
         texts: dict[str, str] = {}
         valid: dict[str, bool] = {}

@@ -13,8 +13,14 @@ same few methods:
     over, done_reason, turn                whether and why the game ended; the game's turn count
     instructions(agent), admissible_actions(agent), expert_action(agent)
 
-A malformed or impossible action of an acting agent changes nothing: that agent gets an
-observation saying why (``action_valid=False``) and still has to act.
+The invalid-action rule (every game, every API): a step in which any acting agent's action is
+malformed or impossible (in seat order: in the state the earlier seats' actions of that step
+lead to) is void. No action of that step takes
+effect, so the state (the game's turn count included) and ``state_key`` are unchanged. Each
+agent whose action was invalid gets an observation saying why (``action_valid=False``); each
+other acting agent is told its action did not take effect (``action_valid=True``,
+``extra["void"]=True``). All of them act again. In turn-based games only the mover acts, so
+this is the single-agent rule. ``void_step`` builds those outcomes.
 """
 
 from __future__ import annotations
@@ -108,6 +114,20 @@ def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, An
     if game.over and info.done_reason is None:
         info.done_reason = game.done_reason
     return info.to_dict()
+
+
+def void_step(acting: list[str], errors: dict[str, str], retry: str = "Act again.") -> dict[str, Outcome]:
+    """Outcomes of a void step (see the module docstring): ``errors`` maps each agent whose
+    action was invalid to what was wrong."""
+    out = {}
+    for agent in acting:
+        if agent in errors:
+            out[agent] = Outcome(f"{errors[agent]} {retry}", 0.0,
+                                 {"action_valid": False, "parse_error": errors[agent]})
+        else:
+            out[agent] = Outcome(f"Another player's action was invalid, so nothing happened this turn "
+                                 f"(yours did not take effect). {retry}", 0.0, {"extra": {"void": True}})
+    return out
 
 
 def parse_bracket(action: str, verb: str) -> str | None:

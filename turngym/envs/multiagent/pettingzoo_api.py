@@ -104,8 +104,10 @@ class ParallelTextEnv(_GameEnvMixin, ParallelEnv):
 
     def step(self, actions: dict[str, str]):
         acting = self.game.acting()
-        outcomes = self.game.step({a: ("" if actions.get(a) is None else str(actions[a]))
-                                   for a in acting if a in actions})
+        for a in acting:
+            if a in actions and not isinstance(actions[a], str):
+                raise TypeError(f"actions[{a!r}]: expected str, got {type(actions[a]).__name__}")
+        outcomes = self.game.step({a: actions[a] for a in acting if a in actions})
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
@@ -159,7 +161,9 @@ class AECTextEnv(_GameEnvMixin, AECEnv):
             return
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
-        self._pending[agent] = "" if action is None else str(action)
+        if not isinstance(action, str):  # None is only for agents that are done (above)
+            raise TypeError(f"action of {agent!r}: expected str, got {type(action).__name__}")
+        self._pending[agent] = action
         if any(a not in self._pending for a in self.game.acting()):
             self.agent_selection = self._next_agent()   # simultaneous move: others still to act
             self._accumulate_rewards()

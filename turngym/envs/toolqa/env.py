@@ -125,6 +125,17 @@ class ToolQAEnv(TurnEnv):
             calls.append(call)
             if call.name == "answer":
                 break
+        # Unknown tools and bad arguments make the whole action invalid before anything runs,
+        # so the history (the state) stays as it was.
+        rejected: list[ToolResult] = [r for t, r in map(self.executor.prepare, calls) if t is None]
+        if rejected:
+            message = "\n".join(r.content for r in rejected) + "\nNothing was run; fix the call and try again."
+            end = self.on_error == "end"
+            return message, 0.0, end, False, {
+                "action_valid": False, "parse_error": f"{rejected[0].error}: {rejected[0].content}",
+                "messages": [r.message() for r in rejected],
+                "done_reason": "tool_error" if end else None,
+                "extra": {"tool_errors": [r.error for r in rejected]}}
         try:
             results: list[ToolResult] = self.executor.run(calls)
         except InfrastructureError as e:  # the sandbox failed, not the policy: unscorable
@@ -134,7 +145,9 @@ class ToolQAEnv(TurnEnv):
         errors = [r.error for r in results if r.error]
         reward, terminated, success = 0.0, False, False
         for call, result in zip(calls, results):
-            self.history.append([call.name, call.arguments, result.content if not result.error else result.error])
+            if result.error:  # a failed call is an invalid action: the state stays as it was
+                continue
+            self.history.append([call.name, call.arguments, result.content])
             if call.name == "answer" and not result.error:
                 self.answered = result.content
                 success = grade(result.content, self.task["answer"], self.task.get("decimals"))

@@ -1,0 +1,228 @@
+"""Issue 18, envs: junk never raises from ``step``, an invalid action changes nothing, and a
+non-string action is a TypeError naming the expected type. Every registered env is covered
+(browser envs sampled: they cost a real Chromium each)."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+from browser_pages import browser_missing
+from junk_actions import BROWSER_SAMPLE, JUNK, NON_STRINGS
+
+import turngym
+from turngym.core.env import state_key
+
+BROWSER_SAMPLED = ["turngym/miniwob.click-test-v0", "turngym/miniwob.enter-text-v0",
+                   "turngym/miniwob.login-user-v0"]
+
+def _env_ids() -> list[str]:
+    ids = []
+    for s in turngym.list_envs():
+        if "browser" in s.needs:
+            continue
+        ids.append(s.id)
+    return ids + [i for i in BROWSER_SAMPLED if i in {s.id for s in turngym.list_envs()}]
+
+
+ENV_IDS = _env_ids()
+
+#: defects left in families other engineers are rewriting (issue 18 asks to report, not fix)
+KNOWN_ELSEWHERE = {
+    "turngym/Shop-HTML-v0": "shop: search[\\ud800 ...] runs the search, then the HTML renderer's "
+                            ".encode() fails, so the page changed under an invalid action",
+}
+KNOWN_ELSEWHERE["turngym/Shop-HTML-tools-v0"] = KNOWN_ELSEWHERE["turngym/Shop-HTML-v0"]
+
+
+def _params():
+    for env_id in ENV_IDS:
+        marks = []
+        if "browser" in turngym.spec(env_id).needs and browser_missing():
+            marks.append(pytest.mark.skip(reason=browser_missing()))
+        if env_id in KNOWN_ELSEWHERE:
+            marks.append(pytest.mark.xfail(strict=False, reason=KNOWN_ELSEWHERE[env_id]))
+        yield pytest.param(env_id, marks=marks, id=env_id)
+
+
+def _battery(env, names: list[str]) -> list[str]:
+    problems: list[str] = []
+    obs, info = env.reset(seed=0)
+    for name in names:
+        before = info["state_key"]
+        try:
+            obs, reward, terminated, truncated, info = env.step(JUNK[name])
+        except Exception as e:  # noqa: BLE001 - collecting every failure, not stopping at the first
+            problems.append(f"{name}: step raised {type(e).__name__}: {str(e)[:120]}")
+            obs, info = env.reset(seed=0)
+            continue
+        if not isinstance(obs, str):
+            problems.append(f"{name}: observation is {type(obs).__name__}")
+        json.dumps(info)  # still JSON-serialisable (lone surrogates escape)
+        if info["scorable"] is False:
+            problems.append(f"{name}: marked unscorable ({info['done_reason']})")
+        # (a step that runs the turn budget out may mark the state done: that is the budget's doing)
+        if not info["action_valid"] and info["state_key"] != before and not truncated:
+            problems.append(f"{name}: invalid action changed state_key")
+        if not info["action_valid"] and not (info["parse_error"] or obs):
+            problems.append(f"{name}: invalid action without a reason")
+        if terminated or truncated:
+            obs, info = env.reset(seed=0)
+    return problems
+
+
+@pytest.mark.parametrize("env_id", list(_params()))
+def test_junk_actions_never_raise_and_invalid_ones_change_nothing(env_id):
+    env = turngym.make(env_id)
+    names = BROWSER_SAMPLE if "browser" in turngym.spec(env_id).needs else list(JUNK)
+    try:
+        problems = _battery(env, names)
+    finally:
+        env.close()
+    assert not problems, f"{len(problems)} of {len(names)} junk actions misbehaved:\n" + "\n".join(problems)
+
+
+def test_the_battery_is_big_enough():
+    assert len(JUNK) >= 100
+    assert len(ENV_IDS) >= 20
+
+
+@pytest.mark.parametrize("action", NON_STRINGS, ids=lambda a: type(a).__name__)
+def test_non_string_actions_raise_a_type_error_naming_str(action):
+    env = turngym.make("turngym-tests/Counter-v0")
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=r"expected str.*got " + type(action).__name__):
+        env.step(action)
+    # nothing happened: the next real action is turn 1
+    _, _, _, _, info = env.step("inc")
+    assert info["turn"] == 1
+
+
+def test_non_string_actions_through_gymnasium_make():
+    env = gym.make("turngym-tests/Counter-v0")
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="expected str"):
+        env.step(None)
+
+
+def test_state_key_hashes_lone_surrogates():
+    assert state_key({"query": "\ud800"}) != state_key({"query": "\udc00"})
+    assert state_key(["\ud800"]) == state_key(["\ud800"])
+
+
+def test_parser_blowups_become_invalid_actions():
+    """A _step that hits RecursionError / MemoryError / UnicodeError on odd input is an invalid
+    action, not a crash (the generic guard in TurnEnv.step)."""
+    from contract_env import CounterEnv
+
+    class Fragile(CounterEnv):
+        def _step(self, action):
+            if action.startswith("deep"):
+                raise RecursionError("maximum recursion depth exceeded")
+            if action.startswith("enc"):
+                action.encode()
+            return super()._step(action)
+
+    env = Fragile()
+    _, info = env.reset(seed=0, options={"task_id": "counter-1"})
+    for action in ("deep" + "[" * 10, "enc\ud800"):
+        before = info["state_key"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["action_valid"] is False and "could not be read" in info["parse_error"]
+        assert info["state_key"] == before and not (terminated or truncated) and reward == 0
+
+
+# ----- per-defect checks from the issue ---------------------------------------------------------
+
+def test_toolqa_unknown_tool_and_bad_arguments_leave_the_history_alone():
+    env = turngym.make("turngym/ToolQA-v0")
+    _, info = env.reset(seed=0)
+    for action in ('<tool_call>{"name": "nope", "arguments": {}}</tool_call>',
+                   '<tool_call>{"name": "calculator", "arguments": {"expr": "1"}}</tool_call>',
+                   '<tool_call>{"name": "calculator", "arguments": {"expression": "1/0"}}</tool_call>',
+                   '<tool_call>{"name": "search", "arguments": {"query": "\ud800"}}</tool_call>'):
+        before = info["state_key"]
+        _, _, _, _, info = env.step(action)
+        if not info["action_valid"]:
+            assert info["state_key"] == before, action
+    assert env.unwrapped.history == [] or all(h[0] == "search" for h in env.unwrapped.history)
+
+
+def test_auction_invalid_bid_does_not_record_the_opponents_bid():
+    env = turngym.make("turngym/Auction-v0")
+    _, info = env.reset(seed=0)
+    before = info["state_key"]
+    obs, _, _, _, info = env.step("bid[not a number]")
+    assert info["action_valid"] is False and info["state_key"] == before
+    assert env.unwrapped.game.bids == {}
+    obs, _, _, _, info = env.step("bid[1]")
+    assert info["action_valid"] is True and info["state_key"] != before
+
+
+def test_negotiation_say_with_a_lone_surrogate_keeps_working():
+    env = turngym.make("turngym/Negotiation-buyer-v0")
+    env.reset(seed=0)
+    env.step("say[\ud800]")
+    _, _, _, _, info = env.step("walk away")  # later steps still work
+    assert info["done_reason"] is not None
+
+
+# ----- the multi-agent invalid-action rule (envs/multiagent/game.py) -------------------------------
+
+@pytest.mark.parametrize("game", ["auction", "coop_household"])
+def test_a_void_step_in_a_simultaneous_game_moves_nobody(game):
+    """One agent's invalid action voids the step: the others' valid actions do not take effect,
+    the state key and the game's turn stay, and everyone acts again."""
+    from turngym.envs.multiagent import parallel_env
+
+    env = parallel_env(game)
+    _, infos = env.reset(seed=0)
+    first, second = env.possible_agents
+    before = infos[first]["state_key"]
+    turn = env.game.turn
+    valid = env.game.expert_action(second)
+    _, rewards, _, _, infos = env.step({first: "junk \ud800", second: valid})
+    assert infos[first]["action_valid"] is False and infos[first]["parse_error"]
+    assert infos[second]["action_valid"] is True and infos[second]["extra"]["void"] is True
+    assert infos[first]["state_key"] == infos[second]["state_key"] == before
+    assert env.game.turn == turn and set(env.game.acting()) == {first, second}
+    # the same valid actions, resent, do take effect
+    _, _, _, _, infos = env.step({first: env.game.expert_action(first), second: valid})
+    assert infos[first]["action_valid"] and infos[first]["state_key"] != before
+
+
+def test_coop_single_agent_view_partner_waits_on_an_invalid_action():
+    env = turngym.make("turngym/CoopHousehold-v0")
+    _, info = env.reset(seed=0)
+    before = info["state_key"]
+    _, _, _, _, info = env.step("fly to the moon")
+    assert info["action_valid"] is False and info["state_key"] == before
+
+
+def test_turn_based_game_invalid_action_changes_nothing_in_the_aec_api():
+    from turngym.envs.multiagent import aec_env
+
+    env = aec_env("negotiation")
+    env.reset(seed=0)
+    agent = env.agent_selection
+    before = env.infos[agent]["state_key"]
+    env.step("accept")  # no offer to accept yet
+    assert env.infos[agent]["action_valid"] is False and env.infos[agent]["state_key"] == before
+    assert env.agent_selection == agent
+    with pytest.raises(TypeError, match="expected str"):
+        env.step(b"accept")
+
+
+def test_mcp_calculator_division_by_zero_is_an_error():
+    """Issue 18: serve-tools answered calculator("1/0") with is_error=False."""
+    from turngym.tools.mcp_server import EnvSession
+
+    session = EnvSession("turngym/ToolQA-v0", seed=0)
+    try:
+        text, is_error, _ = session.call("calculator", {"expression": "1/0"})
+        assert is_error and "division by zero" in text
+        text, is_error, _ = session.call("calculator", {"expression": "6 * 7"})
+        assert not is_error and text.strip() == "42"
+    finally:
+        session.close()
