@@ -19,7 +19,7 @@ import tarfile
 
 IMAGE = "turngym-sandbox:local"
 _TOOLS = ("sh", "dash", "bash", "sleep", "rm", "cat", "ls", "mkdir", "echo", "env", "true", "false", "tar",
-          "cp", "mv", "head", "tail", "wc", "grep", "sed", "touch", "chmod", "id", "kill", "sort", "diff")
+          "cp", "mv", "head", "tail", "wc", "grep", "sed", "touch", "chmod", "id", "kill", "sort", "diff", "base64")
 _SKIP_STDLIB = ("test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip")
 
 
@@ -82,7 +82,8 @@ def rootfs_tar() -> bytes:
             if "/" + directory in seen:
                 continue
             info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+            # the engine gives a tmpfs mounted here the mode of the image's dir
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory in ("tmp", "sandbox") else 0o755
             tar.addfile(info)
         passwd = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/sandbox:/bin/sh\n"
         info = tarfile.TarInfo("etc/passwd")
