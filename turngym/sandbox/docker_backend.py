@@ -17,15 +17,15 @@ import os
 import secrets
 import socket
 import tarfile
-import threading
 import time
 from functools import lru_cache
 
 from turngym.sandbox.common import Limits, Result, decode, looks_out_of_memory, relative_path
 from turngym.sandbox.docker_image import IMAGE  # any image with python3 and /bin/sh: TURNGYM_DOCKER_IMAGE
 WORK = "/sandbox"
-DOCKER_ISOLATION = ("docker: container with no network, read-only root, tmpfs work dir, memory and pids "
-                    "cgroup caps, all capabilities dropped, no-new-privileges, user nobody")
+DOCKER_ISOLATION = ("docker: container with no network, read-only root, tmpfs work dir, own IPC namespace, "
+                    "memory and pids cgroup caps, no capabilities, no-new-privileges, the engine's seccomp "
+                    "profile, user nobody under a root pid 1 it cannot signal")
 
 
 @lru_cache(maxsize=1)
@@ -70,77 +70,67 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
         argv = ["/bin/sh", "-c", command]
     else:
         argv = list(command)
-    # the engine refuses archives into a read-only container (tmpfs or not): the files, the code's
-    # stdin among them, arrive as a tar on the container's stdin; stdin is reopened from its file,
-    # and the file removed, before the command starts
+    # The engine refuses archives into a read-only container (tmpfs or not), so the files, the
+    # code's stdin among them, arrive as a tar on the container's stdin. pid 1 is a root shell
+    # holding only CAP_SETUID/CAP_SETGID, which starts the command as nobody (so the code cannot
+    # signal it) and returns its exit status. A stopped container's tmpfs is gone, so collected
+    # files leave through stdout: after the command, a per-run marker line, then the work dir's tar
+    # in base64 (what the code could forge there is only its own files, which it controls anyway).
     stdin_data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-    # a stopped container's tmpfs is gone, so collected files leave through stdout: after the
-    # command, a per-run marker line, then the work dir's tar in base64 (what the code could forge
-    # there is only its own files, which it controls anyway)
     mark = "turngym-files-" + secrets.token_hex(16)
+    inner = 'tar -xf - || exit 125; exec 0<.stdin; rm -f .stdin; M=$TURNGYM_MARK; unset TURNGYM_MARK; '
     if collect_files:
-        script = ('tar -xf - || exit 125; exec 0<.stdin; rm -f .stdin; M=$TURNGYM_MARK; unset TURNGYM_MARK; '
-                  '"$@"; rc=$?; exec 0</dev/null; printf "\\n%s\\n" "$M"; '
+        inner += ('"$@"; rc=$?; exec 0</dev/null; printf "\\n%s\\n" "$M"; '
                   'tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . | base64; exit $rc')
     else:
-        script = 'tar -xf - || exit 125; exec 0<.stdin; rm -f .stdin; unset TURNGYM_MARK; exec "$@"'
-    argv = ["/bin/sh", "-c", script, "sh", *argv]
+        inner += 'exec "$@"'
+    outer = ('setpriv --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all -- /bin/sh -c "$0" sh "$@"; '
+             'exit $?')
+    argv = ["/bin/sh", "-c", outer, inner, *argv]
     files = {**files, ".stdin": stdin_data}
-    log_cap = 2 * limits.max_output_bytes + (2 * limits.disk_mb << 20 if collect_files else 0)
+    out_cap = limits.max_output_bytes + (((limits.disk_mb << 20) * 4 // 3 + (1 << 20)) if collect_files else 0)
     client = docker.from_env()
     started = time.monotonic()
     disk = f"size={limits.disk_mb}m"
     try:
         container = client.containers.create(
-            _image(), argv, working_dir=WORK, user="65534:65534", network_disabled=True, read_only=True,
+            _image(), argv, working_dir=WORK, user="0:0", network_disabled=True, read_only=True,
             tmpfs={WORK: disk + ",mode=1777", "/tmp": disk + ",mode=1777"}, mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m", pids_limit=limits.max_processes, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], environment={"HOME": WORK, "TURNGYM_MARK": mark},
-            ipc_mode="private", log_config=docker.types.LogConfig(type="json-file", config={"max-size": str(log_cap)}),
-            stdin_open=True,
+            memswap_limit=f"{limits.memory_mb}m", pids_limit=limits.max_processes + 2, cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"],
+            environment={"HOME": WORK, "TURNGYM_MARK": mark}, ipc_mode="private", stdin_open=True,
+            log_config=docker.types.LogConfig(type="none", config={}),
             ulimits=[docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
                      docker.types.Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files)])
     except Exception as exc:  # noqa: BLE001 - the engine refused: infrastructure failure
         return Result(backend="docker", error=f"{type(exc).__name__}: {exc}", isolation=DOCKER_ISOLATION)
     try:
-        sock = container.attach_socket(params={"stdin": 1, "stream": 1})
-        container.start()
+        sock = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         raw = getattr(sock, "_sock", sock)
+        container.start()
         raw.sendall(_tar(files))
         raw.shutdown(socket.SHUT_WR)
+        streams, timed_out, truncated = _read_frames(raw, started + limits.timeout_s, out_cap,
+                                                     limits.max_output_bytes, container.kill)
         sock.close()
-        timed_out = False
-        waiter: dict = {}
-
-        def wait() -> None:
-            waiter["status"] = container.wait()
-
-        thread = threading.Thread(target=wait, daemon=True)
-        thread.start()
-        thread.join(limits.timeout_s)
-        if thread.is_alive():
-            timed_out = True
-            container.kill()
-            thread.join(10)
-        status = waiter.get("status", {}).get("StatusCode")
-        out = container.logs(stdout=True, stderr=False)
-        err = container.logs(stdout=False, stderr=True)
+        status = container.wait(timeout=10).get("StatusCode")
+        out, err = streams[1], streams[2]
         blob = None
         if collect_files:
             out, found, encoded = out.rpartition(f"\n{mark}\n".encode())
             if not found:
                 out = encoded
             blob = encoded if found else None
-        truncated = max(len(out), len(err)) > limits.max_output_bytes
-        out, err = out[: limits.max_output_bytes], err[: limits.max_output_bytes]
+        truncated = truncated or len(out) > limits.max_output_bytes
+        out = out[: limits.max_output_bytes]
         res = Result(stdout=decode(out), stderr=decode(err), exit_code=status, timed_out=timed_out,
                      out_of_memory=looks_out_of_memory(err, status) or (status == 137 and not timed_out),
                      duration_s=time.monotonic() - started, backend="docker", output_truncated=truncated,
                      isolation=DOCKER_ISOLATION)
         if status is None and not timed_out:
-            res.error = f"the container ended without an exit status ({waiter.get('status')!r})"
-        if collect_files and not timed_out and res.error is None:
-            if blob is not None and len(blob) <= (limits.disk_mb << 20) * 4 // 3 + (1 << 20):
+            res.error = "the container ended without an exit status"
+        if collect_files and not timed_out and not truncated and res.error is None:
+            if blob is not None:
                 try:
                     res.files = _untar(base64.b64decode(blob), limits, res)
                 except ValueError:
@@ -153,6 +143,45 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
                       duration_s=time.monotonic() - started)
     finally:
         container.remove(force=True)
+
+
+def _read_frames(sock, deadline: float, out_cap: int, err_cap: int, kill) -> tuple[dict[int, bytes], bool, bool]:
+    """Read the engine's multiplexed output (8-byte headers: stream 1 or 2, then the length) until
+    the container ends, the deadline passes (timed out) or a stream passes its cap (truncated);
+    ``kill()`` stops the container in both cases."""
+    import selectors
+
+    buf = bytearray()
+    streams = {1: bytearray(), 2: bytearray()}
+    caps = {1: out_cap, 2: err_cap}
+    timed_out = truncated = False
+    with selectors.DefaultSelector() as sel:
+        sel.register(sock, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                kill()
+                break
+            if not sel.select(timeout=min(left, 0.5)):
+                continue
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 8:
+                size = int.from_bytes(buf[4:8], "big")
+                if len(buf) < 8 + size:
+                    break
+                kind, data = buf[0], bytes(buf[8:8 + size])
+                del buf[:8 + size]
+                if kind in streams:
+                    room = caps[kind] - len(streams[kind])
+                    streams[kind] += data[:max(room, 0)]
+                    if len(data) > room and not truncated:
+                        truncated = True
+                        kill()
+    return {k: bytes(v) for k, v in streams.items()}, timed_out, truncated
 
 
 def _tar(files: dict[str, bytes]) -> bytes:

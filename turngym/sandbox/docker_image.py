@@ -19,7 +19,7 @@ import tarfile
 
 IMAGE = "turngym-sandbox:local"
 _TOOLS = ("sh", "dash", "bash", "sleep", "rm", "cat", "ls", "mkdir", "echo", "env", "true", "false", "tar",
-          "cp", "mv", "head", "tail", "wc", "grep", "sed", "touch", "chmod", "id", "kill", "sort", "diff", "base64")
+          "cp", "mv", "head", "tail", "wc", "grep", "sed", "touch", "chmod", "id", "kill", "sort", "diff", "base64", "setpriv")
 _SKIP_STDLIB = ("test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip")
 
 

@@ -138,6 +138,7 @@ class Worker:
         if reply is None or reply.get("runner_killed"):
             # rerun where the snippet cannot kill its supervisor; its own outcome, never "error"
             res = run_native("bwrap", None, True, {**files, "main.py": code.encode()}, stdin_data, limits, False)
+            res.backend = "worker"  # what the caller asked for; extra["fallback"] says what ran
             res.extra["fallback"] = "bwrap"
             res.extra["worker_failure"] = "the snippet killed its runner" if reply else why
             if res.error:
