@@ -48,8 +48,10 @@ def run(command: str | list[str] | None = None, *, code: str | None = None,
     if name not in BACKENDS:
         raise ValueError(f"backend: unknown {name!r}; allowed: {', '.join(BACKENDS)}")
     files = check_files(files or {})
-    if code is not None and name != "worker":
-        files = check_files({**files, "main.py": code})
+    if code is not None:  # code is main.py on every backend (the worker only does not write it)
+        with_main = check_files({**files, "main.py": code})
+        if name != "worker":
+            files = with_main
     if name == "worker":
         if code is None:
             raise ValueError("backend: 'worker' runs Python code only; pass code=..., or use bwrap/process")

