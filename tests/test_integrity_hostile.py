@@ -438,7 +438,8 @@ def test_bwrap_killed_init_is_a_sandbox_error():
         time.sleep(0.02)
         children = _children()
         for outer in children.get(os.getpid(), []):
-            if _comm(outer) == "bwrap":
+            # the one-shot run's bwrap (it binds main.py), not a persistent worker's
+            if _comm(outer) == "bwrap" and b"/sandbox/main.py" in Path(f"/proc/{outer}/cmdline").read_bytes():
                 init = next((pid for pid in children.get(outer, []) if _comm(pid) == "bwrap"), None)
         if init:
             break

@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from turngym.sandbox.common import Limits, Result, decode, looks_out_of_memory, relative_path
 from turngym.sandbox.docker_image import IMAGE  # any image with python3 and /bin/sh: TURNGYM_DOCKER_IMAGE
+
 WORK = "/sandbox"
 DOCKER_ISOLATION = ("docker: container with no network, read-only root, tmpfs work dir, own IPC namespace, "
                     "memory and pids cgroup caps, no capabilities, no-new-privileges, the engine's seccomp "

@@ -39,7 +39,14 @@ from turngym.sandbox.common import (
     fresh_uid,
     looks_out_of_memory,
 )
-from turngym.sandbox.native import BWRAP_ISOLATION, _bwrap_argv, is_root, run_native, sandbox_python, set_rlimits
+from turngym.sandbox.native import (
+    BWRAP_ISOLATION,
+    _bwrap_argv,
+    is_root,
+    run_native,
+    sandbox_python,
+    set_rlimits,
+)
 from turngym.sandbox.seccomp import filter_fd
 
 _SERVER = Path(__file__).with_name("_worker_server.py")

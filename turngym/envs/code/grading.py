@@ -52,14 +52,19 @@ class CallResults:
 
 
 def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: str | None,
-              timeout_s: float, memory_mb: int, files: dict[str, str] | None = None) -> CallResults:
-    """Evaluate ``calls`` in a sandbox after running each ``setup`` source; see _call_driver.py."""
+              timeout_s: float, memory_mb: int, files: dict[str, str] | None = None, worker=None) -> CallResults:
+    """Evaluate ``calls`` in a sandbox after running each ``setup`` source; see _call_driver.py.
+    ``worker``: a ``Worker`` or ``WorkerPool`` to run on instead of ``backend``."""
     marker = secrets.token_hex(16).encode()
     request = json.dumps({"setup": setup, "calls": calls, "deadline_s": max(0.2, timeout_s - 0.3),
                           "max_bytes": 4 << 20}).encode()
     stdin = b"%010d" % len(request) + request + marker
-    res = sandbox.run(code=DRIVER, files=files, stdin=stdin, backend=backend, timeout_s=timeout_s,
-                      memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096)
+    if worker is not None:
+        res = worker.run(DRIVER, files=files, stdin=stdin, limits=sandbox.Limits(
+            timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096))
+    else:
+        res = sandbox.run(code=DRIVER, files=files, stdin=stdin, backend=backend, timeout_s=timeout_s,
+                          memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096)
     out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
     if res.error:
         return out
@@ -213,7 +218,7 @@ class Verdict:
 
 
 def grade_humaneval(problem: dict[str, Any], program_source: str, *, backend: str | None, timeout_s: float,
-                    memory_mb: int) -> Verdict:
+                    memory_mb: int, worker=None) -> Verdict:
     """Run ``problem``'s check here against ``program_source`` evaluated in the sandbox."""
     test_tree = _CountAsserts().visit(ast.parse(problem["test"]))
     test_code = compile(ast.fix_missing_locations(test_tree), "<hidden tests>", "exec")
@@ -242,7 +247,7 @@ def grade_humaneval(problem: dict[str, Any], program_source: str, *, backend: st
         if not state.pending:
             passed = outcome is None
             return Verdict(passed, "all hidden tests passed" if passed else outcome, rounds=rounds, calls=len(calls))
-        got = run_calls(setup, calls, backend=backend, timeout_s=timeout_s, memory_mb=memory_mb)
+        got = run_calls(setup, calls, backend=backend, timeout_s=timeout_s, memory_mb=memory_mb, worker=worker)
         if got.error:
             return Verdict(False, "sandbox failure", error=got.error, rounds=rounds, calls=len(calls))
         if "solution" in got.setup_errors:
