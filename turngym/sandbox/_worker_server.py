@@ -39,6 +39,7 @@ import traceback
 WORK = "/sandbox"
 WIPED = (WORK, "/tmp", "/dev/shm")
 REQUEST_FD, REPLY_FD = 3, 4  # the host's pipes, moved here at start
+PRECOMPILED = {}  # source -> code object, for the sources the worker was started with
 RUNNER_EOF = 99  # the runner's exit status when the host closed its pipe
 
 
@@ -156,7 +157,8 @@ def _child(req, out_w, err_w, in_r):
     sys.path.insert(0, WORK)
     status = 0
     try:
-        exec(compile(code, "main.py", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+        compiled = PRECOMPILED.get(code) or compile(code, "main.py", "exec")
+        exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -308,6 +310,8 @@ def main():
             __import__(name)
         except ImportError:
             pass
+    for source in json.loads(os.environ.pop("TURNGYM_PRECOMPILE", "[]")):
+        PRECOMPILED[source] = compile(source, "main.py", "exec")
     os.chdir(WORK)
     os.dup2(0, REQUEST_FD)
     os.dup2(1, REPLY_FD)

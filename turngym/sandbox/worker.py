@@ -57,8 +57,11 @@ class Worker:
     """One persistent sandbox. ``run(code, ...)`` is thread-safe (snippets run one at a time)."""
 
     def __init__(self, preload: tuple[str, ...] = (), memory_mb: int = 2048, disk_mb: int = 64,
-                 max_processes: int = 64):
+                 max_processes: int = 64, precompile: tuple[str, ...] = ()):
+        """``preload``: modules the server imports once; ``precompile``: snippet sources it compiles
+        once (a snippet whose code is one of them skips compiling)."""
         self.preload = tuple(preload)
+        self.precompile = tuple(precompile)
         self.limits = Limits(timeout_s=3600, memory_mb=memory_mb, disk_mb=disk_mb,
                              max_processes=max_processes, max_file_mb=disk_mb, max_open_files=1024)
         self._proc: subprocess.Popen | None = None
@@ -73,7 +76,8 @@ class Worker:
         source = _SERVER.read_text()
         seccomp_fd = filter_fd(deny_ipc=True)
         argv = _bwrap_argv([sandbox_python(), "-B", "-c", source], [], self.limits, uid, None,
-                           extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload))}, seccomp_fd=seccomp_fd,
+                           extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload)),
+                                      "TURNGYM_PRECOMPILE": json.dumps(list(self.precompile))}, seccomp_fd=seccomp_fd,
                            die_with_parent=False)
         self._seq = 0
         limits = self.limits
@@ -206,10 +210,10 @@ class WorkerPool:
     """Several persistent workers; ``run`` takes whichever is free (call it from several threads
     to use several cores: each snippet still runs alone in its worker's sandbox)."""
 
-    def __init__(self, size: int | None = None, preload: tuple[str, ...] = ()):
+    def __init__(self, size: int | None = None, preload: tuple[str, ...] = (), precompile: tuple[str, ...] = ()):
         self.size = size or os.cpu_count() or 1
         self._free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
-        self._all = [Worker(preload=preload) for _ in range(self.size)]
+        self._all = [Worker(preload=preload, precompile=precompile) for _ in range(self.size)]
         for worker in self._all:
             self._free.put(worker)
 
@@ -234,17 +238,18 @@ class WorkerPool:
 
 
 # keyed by pid too: a forked child (an EnvPool process) must not talk to its parent's worker
-_SHARED: dict[tuple[int, tuple[str, ...]], Worker] = {}
+_SHARED: dict[tuple, Worker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_worker(preload: tuple[str, ...] = ()) -> Worker:
-    """This process's worker for ``preload`` (started on first use, closed at exit)."""
-    key = (os.getpid(), tuple(preload))
+def shared_worker(preload: tuple[str, ...] = (), precompile: tuple[str, ...] = ()) -> Worker:
+    """This process's worker for ``preload`` and ``precompile`` (started on first use, closed at
+    exit)."""
+    key = (os.getpid(), tuple(preload)) + ((tuple(precompile),) if precompile else ())
     with _SHARED_LOCK:
         worker = _SHARED.get(key)
         if worker is None:
-            worker = _SHARED[key] = Worker(preload=preload)
+            worker = _SHARED[key] = Worker(preload=preload, precompile=precompile)
         return worker
 
 
@@ -258,6 +263,6 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 @atexit.register
 def _close_shared() -> None:
-    for (pid, _), worker in _SHARED.items():
-        if pid == os.getpid():
+    for key, worker in _SHARED.items():
+        if key[0] == os.getpid():
             worker.close()

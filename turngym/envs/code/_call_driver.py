@@ -13,7 +13,8 @@ the fork and makes itself non-dumpable first, so the child can neither read nor 
 block between two markers in stdout is the only thing the host reads. The child's stdout is
 /dev/null: its prints cannot be mistaken for results.
 
-stdin: 10 ASCII digits (the request's length), the request as JSON, then the marker.
+stdin: 10 ASCII digits (the request's length), the request as JSON, then the marker (32 hex
+digits).
 Request: {"setup": {name: [filename, source]}, "calls": [{"ns": name, "fn": f, "args": enc,
 "kwargs": enc} | {"ns": name, "expr": source}], "deadline_s": seconds, "max_bytes": n}.
 Each result line: {"value": enc} | {"raised": "Type: message"}; a setup that failed:
@@ -29,6 +30,7 @@ import time
 
 # a value nested deeper than this is refused (it would overflow the host's decoder too)
 MAX_DEPTH = 60
+MARKER_BYTES = 32  # the marker's length (hex digits)
 
 
 def encode(value, depth=0):
@@ -143,6 +145,7 @@ def _tested_interpreter(request, out_fd):
         except (TypeError, ValueError, RecursionError) as exc:
             line = {"raised": f"NotPlainData: {exc}"}
         _write_line(out_fd, line)
+    _write_line(out_fd, {"done": True})  # the reporter stops reading here, without waiting for our exit
     os._exit(0)
 
 
@@ -170,9 +173,7 @@ def main():
     import ctypes
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/PID/mem or fd
-    marker = b""
-    while chunk := os.read(0, 4096):
-        marker += chunk
+    marker = _read_exact(0, MARKER_BYTES)
     os.write(go_w, b"g")
     os.close(go_w)
     deadline = time.monotonic() + float(request.get("deadline_s", 5.0))
@@ -192,6 +193,8 @@ def main():
         data += chunk
         if len(data) > limit:
             data = data[:limit]
+            break
+        if data.endswith(b'{"done": true}\n'):
             break
     try:
         os.killpg(pid, signal.SIGKILL)

@@ -30,6 +30,7 @@ import random
 import secrets
 import types
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: 
     request = json.dumps({"setup": setup, "calls": calls, "deadline_s": max(0.2, timeout_s - 0.3),
                           "max_bytes": 4 << 20}).encode()
     stdin = b"%010d" % len(request) + request + marker
+    if worker is None and backend == "worker":
+        from turngym.sandbox.worker import shared_worker
+
+        worker = shared_worker(precompile=(DRIVER,))  # compiled once, not per run
     if worker is not None:
         res = worker.run(DRIVER, files=files, stdin=stdin, limits=sandbox.Limits(
             timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096))
@@ -80,6 +85,8 @@ def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: 
         for line in lines[1:]:
             item = json.loads(line)
             if not isinstance(item, dict):
+                break
+            if item.get("done") is True:
                 break
             if "setup_error" in item:
                 out.setup_errors[str(item["setup_error"])] = str(item.get("raised", ""))
@@ -208,6 +215,14 @@ def _seeded_import(seed: str):
     return importer
 
 
+@lru_cache(maxsize=256)
+def _compiled(prompt: str, test: str):
+    """The prompt (with a stub body) and the test module with its asserts counted, compiled."""
+    test_tree = _CountAsserts().visit(ast.parse(test))
+    return (compile(prompt + "    pass\n", "<prompt>", "exec"),
+            compile(ast.fix_missing_locations(test_tree), "<hidden tests>", "exec"))
+
+
 @dataclass
 class Verdict:
     passed: bool
@@ -220,9 +235,7 @@ class Verdict:
 def grade_humaneval(problem: dict[str, Any], program_source: str, *, backend: str | None, timeout_s: float,
                     memory_mb: int, worker=None) -> Verdict:
     """Run ``problem``'s check here against ``program_source`` evaluated in the sandbox."""
-    test_tree = _CountAsserts().visit(ast.parse(problem["test"]))
-    test_code = compile(ast.fix_missing_locations(test_tree), "<hidden tests>", "exec")
-    prompt_code = compile(problem["prompt"] + "    pass\n", "<prompt>", "exec")
+    prompt_code, test_code = _compiled(problem["prompt"], problem["test"])
     setup = {"solution": ("solution.py", program_source)}
     calls: list[dict] = []
     results: list[dict] = []
