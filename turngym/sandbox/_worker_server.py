@@ -9,7 +9,9 @@ only in the runner (and the snippet), which die after the snippet; the next runn
 from the server's clean memory.
 
 Protocol on stdin/stdout: frames of a 4-byte big-endian length, then JSON. Request: frame 1
-{code, files (base64), limits}, frame 2 {stdin (base64)} -- read by the runner only after the
+{code, files (base64), limits, results (optional: give the snippet a results pipe at fd 3 and
+``--results-fd 3`` in its argv; what it writes there comes back in the reply's "results", read
+by the runner, a process the snippet's code never runs in)}, frame 2 {stdin (base64)} -- read by the runner only after the
 snippet's process exists, so the snippet's memory never held its own stdin. Reply: stdout/stderr
 (base64), exit_code, timed_out, truncated, duration_s, and seq (the snippet's number since the
 start; a reply whose runner died has only seq and runner_killed).
@@ -128,12 +130,14 @@ def _wipe(keep):
 
 # ----- one snippet (in the runner) -----------------------------------------------------------------
 
-def _child(req, out_w, err_w, in_r):
+def _child(req, out_w, err_w, in_r, res_w):
     os.setsid()
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    os.closerange(3, 65536)
+    if res_w is not None:  # the results channel, at fd 3 (see the "results" request field)
+        os.dup2(res_w, 3)
+    os.closerange(3 if res_w is None else 4, 65536)
     lim = req["limits"]
     mem = lim["memory_mb"] << 20
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -153,7 +157,7 @@ def _child(req, out_w, err_w, in_r):
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    sys.argv = ["main.py"]
+    sys.argv = ["main.py"] + (["--results-fd", "3"] if res_w is not None else [])
     sys.path.insert(0, WORK)
     status = 0
     try:
@@ -187,17 +191,20 @@ def _runner(seq, reply_fd):
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe()
+    res_r, res_w = os.pipe() if req.get("results") else (None, None)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            for fd in (out_r, err_r, in_w, REQUEST_FD, reply_fd):
-                os.close(fd)
-            _child(req, out_w, err_w, in_r)
+            for fd in (out_r, err_r, in_w, REQUEST_FD, reply_fd, res_r):
+                if fd is not None:
+                    os.close(fd)
+            _child(req, out_w, err_w, in_r, res_w)
         finally:
             os._exit(120)
-    for fd in (out_w, err_w, in_r):
-        os.close(fd)
+    for fd in (out_w, err_w, in_r, res_w):
+        if fd is not None:
+            os.close(fd)
     req = None
     stdin_data = memoryview(base64.b64decode(_read_frame(REQUEST_FD)["stdin"]))
     sel = selectors.DefaultSelector()
@@ -205,6 +212,9 @@ def _runner(seq, reply_fd):
     sizes = {out_r: 0, err_r: 0}
     for fd in (out_r, err_r):
         sel.register(fd, selectors.EVENT_READ)
+    results, results_cap = [], lim.get("max_results_bytes", 4 << 20)
+    if res_r is not None:
+        sel.register(res_r, selectors.EVENT_READ)
     if stdin_data:
         os.set_blocking(in_w, False)
         sel.register(in_w, selectors.EVENT_WRITE)
@@ -238,6 +248,12 @@ def _runner(seq, reply_fd):
                     os.close(in_w)
                 continue
             data = os.read(key.fd, 65536)
+            if key.fd == res_r:
+                if not data:
+                    sel.unregister(res_r)
+                elif sum(map(len, results)) < results_cap:
+                    results.append(data)
+                continue
             if not data:
                 sel.unregister(key.fd)
                 open_fds -= 1
@@ -268,7 +284,14 @@ def _runner(seq, reply_fd):
     if timed_out and os.WIFEXITED(status):
         timed_out = False  # the snippet exited in time; only its leftovers were cut
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-    _reply(reply_fd, {"seq": seq, "stdout": base64.b64encode(b"".join(chunks[out_r])).decode(),
+    if res_r is not None:  # what is still in the results pipe
+        os.set_blocking(res_r, False)
+        try:
+            while (data := os.read(res_r, 65536)) and sum(map(len, results)) < results_cap:
+                results.append(data)
+        except BlockingIOError:
+            pass
+    _reply(reply_fd, {"seq": seq, "results": base64.b64encode(b"".join(results)).decode(), "stdout": base64.b64encode(b"".join(chunks[out_r])).decode(),
                       "stderr": base64.b64encode(b"".join(chunks[err_r])).decode(),
                       "exit_code": exit_code, "timed_out": timed_out, "truncated": truncated,
                       "duration_s": time.monotonic() - started})

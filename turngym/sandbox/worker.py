@@ -117,7 +117,10 @@ class Worker:
 
     # ----- snippets ---------------------------------------------------------------------------
     def run(self, code: str, files: dict[str, str | bytes] | None = None, stdin: str | bytes | None = None,
-            limits: Limits | None = None) -> Result:
+            limits: Limits | None = None, results: bool = False) -> Result:
+        """Run one snippet. ``results``: give it a results pipe at fd 3 (``--results-fd 3`` in its
+        argv); what it writes there is in ``Result.extra["results"]`` (bytes), read by the worker's
+        runner, not by anything the snippet runs in."""
         limits = limits or Limits()
         limits.validate()
         files = {k: (v.encode() if isinstance(v, str) else bytes(v)) for k, v in check_files(files or {}).items()}
@@ -129,6 +132,8 @@ class Worker:
                        "max_file_mb": min(limits.max_file_mb, self.limits.max_file_mb),
                        "max_open_files": limits.max_open_files, "max_output_bytes": limits.max_output_bytes},
         }
+        if results:
+            req["results"] = True
         with self._lock:
             started = time.monotonic()
             try:
@@ -146,6 +151,11 @@ class Worker:
             if reply is None or reply.get("runner_killed"):
                 self.restarts += 1
                 self.close()  # a fresh worker next time
+        if (reply is None or reply.get("runner_killed")) and results:
+            # the snippet killed the process that reads its results: it crashed, no results
+            return Result(stderr="[the program killed the worker]", exit_code=-9, backend="worker",
+                          duration_s=time.monotonic() - started, isolation=WORKER_ISOLATION,
+                          extra={"uid": self.uid, "results": b"", "worker_failure": why})
         if reply is None or reply.get("runner_killed"):
             # rerun where the snippet cannot kill its supervisor; its own outcome, never "error"
             res = run_native("bwrap", None, True, {**files, "main.py": code.encode()}, stdin_data, limits, False)
@@ -160,7 +170,8 @@ class Worker:
                       exit_code=reply["exit_code"], timed_out=reply["timed_out"],
                       output_truncated=reply["truncated"], duration_s=reply["duration_s"],
                       out_of_memory=looks_out_of_memory(err, reply["exit_code"]), backend="worker",
-                      isolation=WORKER_ISOLATION, extra={"uid": self.uid})
+                      isolation=WORKER_ISOLATION, extra={"uid": self.uid, **(
+                          {"results": base64.b64decode(reply.get("results", ""))} if results else {})})
 
     def _send(self, obj: dict) -> None:
         data = json.dumps(obj).encode()
@@ -218,10 +229,10 @@ class WorkerPool:
             self._free.put(worker)
 
     def run(self, code: str, files: dict[str, str | bytes] | None = None, stdin: str | bytes | None = None,
-            limits: Limits | None = None) -> Result:
+            limits: Limits | None = None, results: bool = False) -> Result:
         worker = self._free.get()
         try:
-            return worker.run(code, files=files, stdin=stdin, limits=limits)
+            return worker.run(code, files=files, stdin=stdin, limits=limits, results=results)
         finally:
             self._free.put(worker)
 

@@ -11,7 +11,9 @@ code) and the *tested interpreter* (a forked child that runs the setup and the c
 one JSON line per call into a pipe). The reporter reads a per-run marker from stdin only after
 the fork and makes itself non-dumpable first, so the child can neither read nor guess it; the
 block between two markers in stdout is the only thing the host reads. The child's stdout is
-/dev/null: its prints cannot be mistaken for results.
+/dev/null: its prints cannot be mistaken for results. In the persistent worker
+(``--results-fd 3``) the worker's runner is the reporter: this program is only the tested
+interpreter, writing to fd 3, and no marker is needed.
 
 stdin: 10 ASCII digits (the request's length), the request as JSON, then the marker (32 hex
 digits).
@@ -150,6 +152,15 @@ def _tested_interpreter(request, out_fd):
 
 
 def main():
+    if sys.argv[1:2] == ["--results-fd"]:
+        # in the persistent worker: its runner (which never runs the candidate) reads fd 3 and is
+        # the reporter; this process is only the tested interpreter
+        request = json.loads(_read_exact(0, int(_read_exact(0, 10))))
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        _tested_interpreter(request, int(sys.argv[2]))
     request = json.loads(_read_exact(0, int(_read_exact(0, 10))))
     go_r, go_w = os.pipe()
     res_r, res_w = os.pipe()

@@ -59,17 +59,20 @@ def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: 
     marker = secrets.token_hex(16).encode()
     request = json.dumps({"setup": setup, "calls": calls, "deadline_s": max(0.2, timeout_s - 0.3),
                           "max_bytes": 4 << 20}).encode()
-    stdin = b"%010d" % len(request) + request + marker
+    framed = b"%010d" % len(request) + request
     if worker is None and backend == "worker":
         from turngym.sandbox.worker import shared_worker
 
         worker = shared_worker(precompile=(DRIVER,))  # compiled once, not per run
-    if worker is not None:
-        res = worker.run(DRIVER, files=files, stdin=stdin, limits=sandbox.Limits(
-            timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096))
-    else:
-        res = sandbox.run(code=DRIVER, files=files, stdin=stdin, backend=backend, timeout_s=timeout_s,
-                          memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096)
+    limits = sandbox.Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096)
+    if worker is not None:  # the worker's runner reads the results: no marker, no reporter process
+        res = worker.run(DRIVER, files=files, stdin=framed, limits=limits, results=True)
+        out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
+        if not res.error:
+            _parse_lines(res.extra.get("results", b"").decode(errors="replace").splitlines(), out)
+        return out
+    res = sandbox.run(code=DRIVER, files=files, stdin=framed + marker, backend=backend, timeout_s=timeout_s,
+                      memory_mb=memory_mb, max_output_bytes=limits.max_output_bytes)
     out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
     if res.error:
         return out
@@ -82,19 +85,25 @@ def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: 
     try:
         summary = json.loads(lines[0])
         out.timed_out = out.timed_out or bool(summary.get("timed_out"))
-        for line in lines[1:]:
+    except (json.JSONDecodeError, IndexError, AttributeError):
+        return out
+    _parse_lines(lines[1:], out)
+    return out
+
+
+def _parse_lines(lines: list[str], out: CallResults) -> None:
+    """Result lines into ``out`` (up to a damaged line or the "done" line)."""
+    try:
+        for line in lines:
             item = json.loads(line)
-            if not isinstance(item, dict):
-                break
-            if item.get("done") is True:
+            if not isinstance(item, dict) or item.get("done") is True:
                 break
             if "setup_error" in item:
                 out.setup_errors[str(item["setup_error"])] = str(item.get("raised", ""))
             else:
                 out.results.append(item)
-    except (json.JSONDecodeError, IndexError, RecursionError):
+    except (json.JSONDecodeError, RecursionError):
         pass  # results up to the damaged line stand; the rest count as missing
-    return out
 
 
 class CandidateFailed(BaseException):
