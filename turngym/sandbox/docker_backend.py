@@ -51,6 +51,13 @@ def docker_unavailable_reason() -> str | None:
     except Exception as exc:  # noqa: BLE001
         return (f"the sandbox image {_image()} is not on this engine ({type(exc).__name__}); build it with "
                 "`python -m turngym.sandbox.docker_image`")
+    try:  # an engine that answers may still be unable to start containers (cgroups, storage, nesting)
+        out = client.containers.run(_image(), ["python3", "-c", "print('ok')"], remove=True,
+                                    network_disabled=True)
+        if out.strip() != b"ok":
+            return f"a test container printed {out[:100]!r} instead of ok"
+    except Exception as exc:  # noqa: BLE001
+        return f"the engine cannot run a container here ({type(exc).__name__}: {str(exc)[:300]})"
     return None
 
 
