@@ -276,14 +276,15 @@ def test_process_backend_has_its_own_ipc_namespace():
     _needs("process")
     if not is_root():
         pytest.skip("process: namespaces need root here")
-    make = ("import ctypes\nlibc = ctypes.CDLL(None)\nshm = libc.shmget(0x7EC, 1 << 20, 0o1666)\n"
+    key = 0x7E000000 + int.from_bytes(os.urandom(3), "little")  # fresh per run
+    make = (f"import ctypes\nlibc = ctypes.CDLL(None)\nshm = libc.shmget({key}, 1 << 20, 0o1666)\n"
             "print('made' if shm >= 0 else 'refused')\n")
     assert sandbox.run(code=make, backend="process", **LIMITS).stdout.strip() in ("made", "refused")
     res = sandbox.run(code="print(len(open('/proc/sysvipc/shm').read().splitlines()) - 1)", backend="process",
                       **LIMITS)
     assert res.stdout.strip() == "0", res.summary()
     host_rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
-    assert not any(row.split()[0] == str(0x7EC) for row in host_rows), "the segment reached the host"
+    assert not any(row.split()[0] == str(key) for row in host_rows), "the segment reached the host"
 
 
 def test_worker_snippet_memory_holds_no_earlier_request():
