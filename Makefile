@@ -2,9 +2,9 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.turngym-installed
-APT_PACKAGES := chromium-headless-shell bubblewrap
+APT_PACKAGES := chromium-headless-shell bubblewrap docker.io
 
-.PHONY: demo test lint bench system-deps clean
+.PHONY: demo test lint bench system-deps docker-ready clean
 
 demo: $(STAMP) system-deps
 	$(PY) -m turngym demo
@@ -34,6 +34,18 @@ system-deps:
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
 	  else echo "warning: missing Debian packages:$$missing (not root: tests that need them will skip)"; fi; \
 	fi
+	@$(MAKE) --no-print-directory docker-ready
+
+# The sandbox's docker backend: start the engine when it is installed but not answering (root only;
+# without systemd, a plain background dockerd), then build its image locally from this machine's
+# own Python (no registry). Where Docker cannot run, the docker tests skip and say why.
+docker-ready: $(STAMP)
+	@if command -v dockerd >/dev/null && [ "$$(id -u)" = 0 ] && ! docker info >/dev/null 2>&1; then \
+	  echo "starting dockerd"; (nohup dockerd >/var/log/turngym-dockerd.log 2>&1 &); \
+	  for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done; \
+	fi
+	@if docker info >/dev/null 2>&1; then $(PY) -m turngym.sandbox.docker_image; \
+	else echo "warning: no Docker engine answers here (see /var/log/turngym-dockerd.log); docker tests will skip"; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info

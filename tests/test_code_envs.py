@@ -14,6 +14,7 @@ from turngym.envs.code.humaneval import problems
 from turngym.envs.code.patch import PatchError, apply_patch, make_patch
 from turngym.sandbox.common import sandbox_python
 from turngym.sandbox.native import _world_python, is_root
+from turngym.sandbox.worker import Worker
 
 pytestmark = pytest.mark.skipif(not sandbox.available_backends(), reason="no sandbox backend")
 
@@ -81,7 +82,9 @@ def test_humaneval_hostile_submission_is_contained():
 def test_sandbox_failure_marks_the_episode_unscorable(monkeypatch):
     env = turngym.make("turngym/CodeHumanEval-v0")
     env.reset(options={"task_id": "HumanEval/0"})
-    monkeypatch.setattr(sandbox, "run", lambda *a, **k: sandbox.Result(error="simulated crash"))
+    crash = sandbox.Result(error="simulated crash")
+    monkeypatch.setattr(sandbox, "run", lambda *a, **k: crash)
+    monkeypatch.setattr(Worker, "run", lambda *a, **k: crash)  # grading calls the worker directly
     obs, reward, terminated, _, info = env.step(env.unwrapped.expert_action())
     assert terminated and not info["scorable"] and info["done_reason"] == "sandbox_error"
 

@@ -73,15 +73,24 @@ def test_default_backend_is_bwrap_when_it_works():
     assert sandbox.default_backend() == ("bwrap" if "bwrap" in sandbox.available_backends() else "process")
 
 
-def test_worker_restarts_after_its_server_is_killed():
+@pytest.mark.parametrize("target", ["os.getppid()", "2"], ids=["runner", "server"])
+def test_worker_killed_by_its_snippet_gives_the_snippets_own_outcome(target):
     if "worker" not in sandbox.available_backends():
         pytest.skip("worker: needs bubblewrap")
     worker = Worker()
     try:
         assert worker.run("print(1)").stdout == "1\n"
-        killed = worker.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
-        assert killed.error is not None  # reported as a sandbox failure, not as the code's result
-        assert worker.run("print(2)").stdout == "2\n" and worker.restarts == 1
+        # pid 2 is the server (bwrap's init is 1); the snippet's parent is its runner
+        code = f"import os, signal\nos.kill({target}, signal.SIGKILL)\nprint('after')\nraise SystemExit(7)"
+        killed = worker.run(code)
+        # never a sandbox error the code could cause: the runner's reply, or (runner killed) a rerun
+        # in a one-shot bwrap sandbox where the kill cannot succeed
+        assert killed.error is None and killed.exit_code != 0
+        if target == "2":  # the runner replies, unless the dying namespace takes it along (then a rerun)
+            assert "fallback" in killed.extra or (killed.stdout == "after\n" and killed.exit_code == 7)
+        else:
+            assert killed.extra["fallback"] == "bwrap" and worker.restarts == 1
+        assert worker.run("print(2)").stdout == "2\n"
     finally:
         worker.close()
 

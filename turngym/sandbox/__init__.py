@@ -27,7 +27,7 @@ from __future__ import annotations
 import shutil
 from functools import lru_cache
 
-from turngym.sandbox.common import BACKENDS, Limits, Result, SandboxError
+from turngym.sandbox.common import BACKENDS, Limits, Result, SandboxError, check_files
 
 __all__ = ["BACKENDS", "Limits", "Result", "SandboxError", "available_backends", "default_backend", "run"]
 
@@ -47,9 +47,11 @@ def run(command: str | list[str] | None = None, *, code: str | None = None,
     name = backend or default_backend()
     if name not in BACKENDS:
         raise ValueError(f"backend: unknown {name!r}; allowed: {', '.join(BACKENDS)}")
-    files = dict(files or {})
-    if code is not None and name != "worker":
-        files["main.py"] = code
+    files = check_files(files or {})
+    if code is not None:  # code is main.py on every backend (the worker only does not write it)
+        with_main = check_files({**files, "main.py": code})
+        if name != "worker":
+            files = with_main
     if name == "worker":
         if code is None:
             raise ValueError("backend: 'worker' runs Python code only; pass code=..., or use bwrap/process")

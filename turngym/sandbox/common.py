@@ -191,6 +191,30 @@ def relative_path(path: str) -> str:
     return norm
 
 
+def check_files(files: dict) -> dict:
+    """``files`` with normalised relative paths; ValueError when a path is not a str inside the
+    work dir, its content is not str or bytes, or two paths collide (the same path twice, or a
+    file where another path needs a directory). Such input is the caller's mistake, never a
+    sandbox failure."""
+    out: dict = {}
+    for path, content in files.items():
+        if not isinstance(path, str):
+            raise ValueError(f"files: path {path!r} must be a str")
+        if not isinstance(content, (str, bytes, bytearray)):
+            raise ValueError(f"files: the content of {path!r} must be str or bytes, got {type(content).__name__}")
+        norm = relative_path(path)
+        if norm in out:
+            raise ValueError(f"files: {path!r} is given twice (as {norm!r})")
+        out[norm] = content
+    for norm in out:
+        parent = os.path.dirname(norm)
+        while parent:
+            if parent in out:
+                raise ValueError(f"files: {parent!r} is a file but {norm!r} needs it to be a directory")
+            parent = os.path.dirname(parent)
+    return out
+
+
 def sandbox_python() -> str:
     """The interpreter sandboxed code runs with: this process's own (its venv included)."""
     return sys.executable

@@ -35,6 +35,7 @@ WORK = "/sandbox"  # the work dir inside bwrap
 SANDBOX_UID = 65534  # the uid code sees inside bwrap when we are not root (user namespace)
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 # Debian/Ubuntu merged-/usr layouts make these symlinks; older layouts make them directories.
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -102,9 +103,19 @@ def _parents(path: str) -> list[str]:
 
 
 def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits, uid: int | None,
-                collect: str | bool, extra_env: dict[str, str] | None = None,
-                seccomp_fd: int | None = None) -> list[str]:
-    args = ["bwrap", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+                collect_fd: int | None, extra_env: dict[str, str] | None = None,
+                seccomp_fd: int | None = None, die_with_parent: bool = True,
+                status_fd: int | None = None, exit_fd: int | None = None) -> list[str]:
+    """bwrap's command line. ``collect_fd``: a pipe the work dir's tar is written to after the
+    command (the command itself runs with it closed); ``status_fd``: bwrap's JSON status;
+    ``exit_fd`` (root only): a root shell inside, which the code's uid cannot signal, writes
+    ``exit N`` there when the command ends (bwrap reports a killed init as exit code 137, the
+    same as a command killed by SIGKILL: this line tells them apart)."""
+    args = ["bwrap", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    if die_with_parent:
+        args.append("--die-with-parent")
+    if status_fd is not None:
+        args += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:  # no user namespaces inside (see seccomp.py)
         args += ["--seccomp", str(seccomp_fd)]
     if uid is None:  # not root: a user namespace maps us to an unprivileged uid
@@ -145,16 +156,16 @@ def _bwrap_argv(argv: list[str], file_fds: list[tuple[int, str]], limits: Limits
                 args += ["--perms", "0777", "--dir", f"{WORK}{parent}"]
                 dirs.add(parent)
         args += ["--perms", "0666", "--file", str(fd), f"{WORK}/{rel}"]
-    if collect:
-        args += ["--bind", collect, "/.collect"] if isinstance(collect, str) else []
     args += ["--remount-ro", "/", "--chdir", WORK, "--"]
     if uid is not None:
+        if exit_fd is not None:
+            args += ["/bin/bash", "-c", f'"$@" {exit_fd}>&-; rc=$?; echo "exit $rc" >&{exit_fd}; exit $rc', "bash"]
         args += ["/usr/bin/setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
                  "--no-new-privs", "--"]
-    if collect:
+    if collect_fd is not None:
         excludes = " ".join(f"--exclude={e}" for e in _COLLECT_EXCLUDE)
-        script = f'"$@"; rc=$?; tar -cf /.collect {excludes} . 2>/dev/null; exit $rc'
-        argv = ["/bin/sh", "-c", script, "sh", *argv]
+        script = f'"$@" {collect_fd}>&-; rc=$?; tar -cf - {excludes} . 2>/dev/null >&{collect_fd}; exit $rc'
+        argv = ["/bin/bash", "-c", script, "sh", *argv]  # dash refuses fds above 9
     return args + argv
 
 
@@ -164,36 +175,105 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
     if uid is not None and not os.path.exists("/usr/bin/setpriv"):
         raise SandboxError("bwrap as root needs /usr/bin/setpriv (util-linux) to drop to an unprivileged uid")
     fds = []
-    collect_path = None
     seccomp_fd = filter_fd()
+    status_r, status_w = os.pipe()
+    exit_r, exit_w = os.pipe() if uid is not None else (None, None)
+    collect_r, collect_w = os.pipe() if collect_files else (None, None)
     try:
         for rel, data in files.items():
             fd = os.memfd_create("turngym-file", 0)
             os.write(fd, data) if len(data) < (1 << 20) else _write_all(fd, data)
             os.lseek(fd, 0, os.SEEK_SET)
             fds.append((fd, rel))
-        if collect_files:
-            handle, collect_path = tempfile.mkstemp(prefix="turngym-collect-")
-            os.close(handle)
-            if uid is not None:
-                os.chown(collect_path, uid, uid)
-        args = _bwrap_argv(argv, fds, limits, uid, collect_path or False, seccomp_fd=seccomp_fd)
-        pass_fds = [fd for fd, _ in fds] + ([seccomp_fd] if seccomp_fd is not None else [])
-        res = _spawn(args, stdin, limits, pass_fds, backend="bwrap", kill_extra=None, nproc=True)
+        args = _bwrap_argv(argv, fds, limits, uid, collect_w, seccomp_fd=seccomp_fd, status_fd=status_w,
+                           exit_fd=exit_w)
+        pass_fds = [fd for fd, _ in fds] + [status_w] + ([seccomp_fd] if seccomp_fd is not None else [])
+        pass_fds += [fd for fd in (collect_w, exit_w) if fd is not None]
+        collector = _collect_from(collect_r, limits) if collect_r is not None else None
+        res = _spawn(args, stdin, limits, pass_fds, backend="bwrap", kill_extra=None, nproc=True,
+                     after_start=lambda: _close(status_w, collect_w, exit_w))
+        status_w = collect_w = exit_w = None
         res.isolation = BWRAP_ISOLATION
         res.extra["uid"] = uid if uid is not None else os.getuid()
-        if collect_path and res.error is None and not res.timed_out:
-            res.files = _read_tar(Path(collect_path).read_bytes(), limits)
+        if res.error is None and not res.timed_out and not res.output_truncated:
+            exit_line = _read_available(exit_r) if exit_r is not None else None
+            res.error = _bwrap_failure(_read_available(status_r), exit_line, res)
+        if collector is not None:
+            blob, over = collector()
+            if res.error is None and not res.timed_out:
+                res.files = _read_tar(blob, limits, res) if not over else None
+                if over:
+                    res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
         return res
     finally:
         for fd, _ in fds:
             os.close(fd)
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
-        if collect_path:
-            os.unlink(collect_path)
+        _close(seccomp_fd, status_r, status_w, collect_r, collect_w, exit_r, exit_w)
         if uid is not None:  # the pid namespace is dying already; wait until it is gone
             kill_all_of_uid(uid)
+
+
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds now, without waiting (a leftover holding its write end cannot stall us)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _bwrap_failure(status: bytes, exit_line: bytes | None, res: Result) -> str | None:
+    """bwrap reports on its status fd when the command started and how it ended, and (root) our
+    root shell inside reports the command's exit; without all of them the sandbox failed (bwrap
+    could not set up, its init was killed, it died silently)."""
+    started = b'"child-pid"' in status
+    ended = b'"exit-code"' in status and (exit_line is None or exit_line.startswith(b"exit "))
+    if started and ended:
+        return None
+    what = "could not start the command" if not started else "ended without the command's exit status"
+    detail = res.stderr.strip()[-500:] or f"exit code {res.exit_code}"
+    return f"bwrap {what} ({detail})"
+
+
+def _collect_from(fd: int, limits: Limits):
+    """Read the work dir's tar from ``fd`` in a thread, at most disk_mb bytes. Returns a function
+    that waits for the end and gives (bytes, whether the cap was passed)."""
+    import threading
+
+    cap = limits.disk_mb << 20
+    box: dict = {"chunks": [], "size": 0, "over": False}
+
+    def read() -> None:
+        while chunk := os.read(fd, 1 << 20):
+            box["size"] += len(chunk)
+            if box["size"] > cap:
+                box["over"] = True
+                return  # closing our end stops the writer (EPIPE)
+            box["chunks"].append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+
+    def finish() -> tuple[bytes, bool]:
+        thread.join(5)
+        return b"".join(box["chunks"]), box["over"] or thread.is_alive()
+
+    return finish
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -202,22 +282,30 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_tar(blob: bytes, limits: Limits) -> dict[str, str | bytes] | None:
+def _read_tar(blob: bytes, limits: Limits, res: Result | None = None) -> dict[str, str | bytes] | None:
+    """Regular files of a tar, at most disk_mb in all. Sparse members (a few KB that unpack to
+    gigabytes), links, devices and fifos are rejected (listed in ``res.extra["collect_rejected"]``)."""
     if not blob:
         return None
     out: dict[str, str | bytes] = {}
+    rejected: list[str] = []
+    budget = limits.disk_mb << 20
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
             for member in tar:
-                if not member.isfile() or member.size > (limits.max_file_mb << 20):
-                    continue
                 name = os.path.normpath(member.name)
-                if name.startswith("..") or os.path.isabs(name):
+                if member.isdir():
                     continue
-                data = tar.extractfile(member).read()
-                out[name] = _text_or_bytes(data)
+                if (not member.isreg() or member.issparse() or member.size > (limits.max_file_mb << 20)
+                        or member.size > budget or name.startswith("..") or os.path.isabs(name)):
+                    rejected.append(member.name[:200])
+                    continue
+                budget -= member.size
+                out[name] = _text_or_bytes(tar.extractfile(member).read(member.size))
     except (tarfile.TarError, OSError, EOFError):
         return None
+    if rejected and res is not None:
+        res.extra["collect_rejected"] = rejected[:50]
     return out
 
 
@@ -258,8 +346,10 @@ def _libc():
 
 # Root only: runs as root inside fresh mount and network namespaces, covers every directory the
 # unprivileged uid could write to on the host with a size-limited tmpfs, unpacks the files (a tar
-# on fd $4) into the work dir, then drops to the uid. $1 uid, $2 tmpfs bytes, $3 work dir,
-# $4 files fd, $5 collect fd or "-"; then the command.
+# on fd $4) into the work dir, says "ready" on the status fd $6 (closed before the command runs,
+# so the command cannot fake it), then drops to the uid. $1 uid, $2 tmpfs bytes, $3 work dir,
+# $4 files fd, $5 collect pipe fd or "-", $6 status fd; then the command. (An IPC namespace of its
+# own comes from the parent's unshare.)
 _PROCESS_SCRIPT = r"""
 fail() { echo "turngym: sandbox setup failed: $1" >&2; exit 125; }
 mount --make-rprivate / || fail "private mounts"
@@ -273,7 +363,9 @@ tar -xf - -C "$3" --no-same-owner <&"$4" || fail "unpacking files"
 chown -R "$1:$1" "$3" || fail "chown"
 eval "exec $4<&-"
 cd "$3" || fail "cd"
-uid=$1; collect=$5; shift 5
+echo ready >&"$6" || fail "status"
+eval "exec $6>&-"
+uid=$1; collect=$5; shift 6
 drop() { /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"; }
 if [ "$collect" = - ]; then
   exec /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"
@@ -296,29 +388,35 @@ def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits:
     if sites:
         env["PYTHONPATH"] = ":".join(sites)
     files_fd = os.memfd_create("turngym-files", 0)
-    collect_fd = os.memfd_create("turngym-collect", 0) if collect_files else None
+    status_r, status_w = os.pipe()
+    collect_r, collect_w = os.pipe() if collect_files else (None, None)
     try:
         _write_all(files_fd, _tar_of(files))
         os.lseek(files_fd, 0, os.SEEK_SET)
         args = ["/bin/bash", "-c", _PROCESS_SCRIPT, "sandbox", str(uid), str(limits.disk_mb << 20), PROCESS_WORK,
-                str(files_fd), "-" if collect_fd is None else str(collect_fd), *argv]
-        pass_fds = [files_fd] + ([collect_fd] if collect_fd is not None else [])
+                str(files_fd), "-" if collect_w is None else str(collect_w), str(status_w), *argv]
+        pass_fds = [files_fd, status_w] + ([collect_w] if collect_w is not None else [])
+        collector = _collect_from(collect_r, limits) if collect_r is not None else None
 
         def kill_uid() -> None:
             kill_all_of_uid(uid)
 
         res = _spawn(args, stdin, limits, pass_fds, backend="process", kill_extra=kill_uid, nproc=True,
-                     cwd="/", env=env, new_namespaces=True)
+                     cwd="/", env=env, new_namespaces=True, after_start=lambda: _close(status_w, collect_w))
+        status_w = collect_w = None
         res.isolation = PROCESS_ISOLATION
         res.extra["uid"] = uid
-        if collect_fd is not None and res.error is None and not res.timed_out:
-            os.lseek(collect_fd, 0, os.SEEK_SET)
-            res.files = _read_tar(_read_all(collect_fd), limits)
+        if res.error is None and b"ready" not in _read_available(status_r) and not res.timed_out:
+            res.error = res.stderr.strip()[-500:] or f"the sandbox set-up failed (exit code {res.exit_code})"
+        if collector is not None:
+            blob, over = collector()
+            if res.error is None and not res.timed_out:
+                res.files = _read_tar(blob, limits, res) if not over else None
+                if over:
+                    res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
         return res
     finally:
-        os.close(files_fd)
-        if collect_fd is not None:
-            os.close(collect_fd)
+        _close(files_fd, status_r, status_w, collect_r, collect_w)
         kill_all_of_uid(uid)
 
 
@@ -427,14 +525,16 @@ def _seccomp_prog() -> tuple[_SockFprog, ctypes.Array] | None:
 
 def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], backend: str,
            kill_extra, nproc: bool, cwd: str | None = None,
-           env: dict | None = None, new_namespaces: bool = False) -> Result:
+           env: dict | None = None, new_namespaces: bool = False, after_start=None) -> Result:
+    """Run ``args`` under rlimits with piped stdio; ``after_start`` runs once the child exists
+    (to close our copies of the fds only the child should hold)."""
     libc = _libc() if new_namespaces else None
     seccomp = _seccomp_prog() if new_namespaces else None
 
     def preexec() -> None:
         os.setsid()
         os.umask(0o022)
-        if libc is not None and libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS) != 0:
+        if libc is not None and libc.unshare(_CLONE_NEWNET | _CLONE_NEWNS | _CLONE_NEWIPC) != 0:
             os._exit(125)
         if seccomp is not None and libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(seccomp[0]),
                                               0, 0) != 0:
@@ -445,6 +545,8 @@ def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], b
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             pass_fds=pass_fds, preexec_fn=preexec, cwd=cwd,
                             env=env if env is not None else {}, close_fds=True)
+    if after_start is not None:
+        after_start()
 
     def kill() -> None:
         try:
@@ -470,9 +572,5 @@ def _spawn(args: list[str], stdin: bytes, limits: Limits, pass_fds: list[int], b
     duration = time.monotonic() - started
     res = Result(stdout=decode(out), stderr=decode(err), exit_code=code, timed_out=timed_out,
                  output_truncated=truncated, duration_s=duration, backend=backend)
-    if code == 125 and new_namespaces and (not out or err.startswith(b"turngym: sandbox setup failed")):
-        res.error = decode(err).strip() or "could not create the network and mount namespaces"
-    if backend == "bwrap" and code != 0 and err.startswith(b"bwrap:"):
-        res.error = decode(err).strip()  # bwrap itself failed, before the code ran
     res.out_of_memory = looks_out_of_memory(err, code)
     return res

