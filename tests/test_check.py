@@ -27,7 +27,6 @@ from turngym.cli import main
 from turngym.core.registry import _REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
-SANDBOX_FIX = "issue 15 items 1-2: grading outside the graded code is being built (sandbox engineer)"
 
 
 # ----- envs with one known flaw each: the check must catch every one ------------------------------------
@@ -198,15 +197,9 @@ def _backends() -> list[str]:
 
 
 def _humaneval_exploits() -> list:
-    """(trick, backend) pairs, xfail where the exploit works today: everywhere, except that the worker
-    already ignores sys.excepthook and atexit (issue 15)."""
-    cases = []
-    for trick in sorted(SUBMIT_EXPLOITS):
-        for backend in _backends():
-            works_today = not (backend == "worker" and trick in ("excepthook-exit", "atexit-exit"))
-            marks = [pytest.mark.xfail(strict=False, raises=AssertionError, reason=SANDBOX_FIX)] if works_today else []
-            cases.append(pytest.param(trick, backend, marks=marks, id=f"{trick}-{backend}"))
-    return cases
+    """(trick, backend) pairs: every exploit on every sandbox backend this machine has."""
+    return [pytest.param(trick, backend, id=f"{trick}-{backend}")
+            for trick in sorted(SUBMIT_EXPLOITS) for backend in _backends()]
 
 
 @pytest.mark.parametrize("trick, backend", _humaneval_exploits())
@@ -218,17 +211,11 @@ def test_code_humaneval_exploits_earn_nothing(trick, backend):
     _ok(report)
 
 
-@pytest.mark.parametrize("check", [
-    "expert", "floor", "invalid",
-    pytest.param("seed", marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-        "CodeRepair's run_tests observation shows pytest's wall-clock time ('42 passed in 0.13s'), so a "
-        "replay differs; the code family is being reworked (issue 15)"))),
-])
+@pytest.mark.parametrize("check", ["expert", "floor", "invalid", "seed"])
 def test_code_repair_apart_from_exploits(check):
     _ok(check_env("turngym/CodeRepair-v0", episodes=2, checks=[check]))
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SANDBOX_FIX)
 @pytest.mark.parametrize("trick", sorted(REPO_EXPLOITS))
 def test_code_repair_exploits_earn_nothing(trick):
     report = check_env("turngym/CodeRepair-v0", episodes=2, checks=["shortcut"], policies=[f"repo:{trick}"])
@@ -236,20 +223,13 @@ def test_code_repair_exploits_earn_nothing(trick):
     _ok(report)
 
 
-@pytest.mark.parametrize("check", [
-    "expert", "floor", "seed",
-    pytest.param("invalid", marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-        "ToolQA appends a call of an unknown tool to its history (its state) while reporting the action "
-        "invalid, so state_key changes"))),
-])
+@pytest.mark.parametrize("check", ["expert", "floor", "seed", "invalid"])
 def test_toolqa(check):
     _ok(check_env("turngym/ToolQA-v0", episodes=5, checks=[check]))
 
 
 MULTIAGENT = ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0", "turngym/Auction-v0",
               "turngym/CoopHousehold-v0"]
-PARTNER_MOVES = ("the scripted seats still act when this seat's action is invalid, so the game (and "
-                 "state_key) moves on; the expert can then fail")
 
 
 @pytest.mark.parametrize("env_id", MULTIAGENT)
@@ -257,9 +237,7 @@ def test_multiagent_apart_from_invalid_actions(env_id):
     _ok(check_env(env_id, episodes=4, checks=["expert", "floor", "shortcut", "seed"]))
 
 
-@pytest.mark.parametrize("env_id", [
-    pytest.param(e, marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=PARTNER_MOVES))
-    if e in ("turngym/Auction-v0", "turngym/CoopHousehold-v0") else e for e in MULTIAGENT])
+@pytest.mark.parametrize("env_id", MULTIAGENT)
 def test_multiagent_invalid_actions_change_nothing(env_id):
     _ok(check_env(env_id, episodes=4, checks=["invalid"]))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from typing import Any
 
 from turngym import sandbox
@@ -35,6 +36,7 @@ os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no scan of every installed
 import pytest
 sys.exit(int(pytest.main({args!r})))
 '''
+_PYTEST_TIME = re.compile(r"( (?:passed|failed|error|errors|skipped|xfailed|xpassed|warnings?|deselected)) in [0-9.]+s\b")
 
 
 class CodeRepairEnv(TurnEnv):
@@ -225,7 +227,9 @@ class CodeRepairEnv(TurnEnv):
                               memory_mb=limits.memory_mb)
         if res.error:
             return "", res.error
-        output = res.stdout.rstrip()
+        # pytest's closing line ends with the wall time ("2 passed in 0.13s"): dropped, so the same
+        # seed and actions give the same observation
+        output = _PYTEST_TIME.sub(r"\1", res.stdout.rstrip())
         if res.timed_out:
             output += f"\n[timed out after {self.timeout_s:g} s]"
         if len(output) > 6000:

@@ -71,7 +71,7 @@ class Auction(TextGame):
         parsed = {a: self._parse(a, actions[a]) for a in acting}
         errors = {a: error for a, (_, error) in parsed.items() if error}
         if errors:  # the step is void: no bid of it counts (game.py's invalid-action rule)
-            return void_step(acting, errors, "Bid again.")
+            return void_step(acting, errors, "Bid again.", progress=self.round / len(self.task["values"]))
         for agent, (amount, _) in parsed.items():
             self.bids[agent] = amount
         if len(self.bids) < len(self.possible_agents):

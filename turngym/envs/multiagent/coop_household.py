@@ -123,7 +123,7 @@ class CoopHousehold(TextGame):
                 if not ok:
                     errors[agent] = "Nothing happens. That is not an admissible command."
         if errors:
-            return void_step(list(AGENTS), errors)
+            return void_step(list(AGENTS), errors, progress=goal_progress(self.world, self.goal))
         self.turn += 1
         texts: dict[str, str] = {}
         valid: dict[str, bool] = {}

@@ -116,17 +116,20 @@ def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, An
     return info.to_dict()
 
 
-def void_step(acting: list[str], errors: dict[str, str], retry: str = "Act again.") -> dict[str, Outcome]:
+def void_step(acting: list[str], errors: dict[str, str], retry: str = "Act again.",
+              progress: float = 0.0) -> dict[str, Outcome]:
     """Outcomes of a void step (see the module docstring): ``errors`` maps each agent whose
-    action was invalid to what was wrong."""
+    action was invalid to what was wrong; ``progress`` is the game's unchanged progress, so a
+    void step reports the same state as the step before it."""
     out = {}
     for agent in acting:
         if agent in errors:
             out[agent] = Outcome(f"{errors[agent]} {retry}", 0.0,
-                                 {"action_valid": False, "parse_error": errors[agent]})
+                                 {"action_valid": False, "parse_error": errors[agent], "progress": progress})
         else:
             out[agent] = Outcome(f"Another player's action was invalid, so nothing happened this turn "
-                                 f"(yours did not take effect). {retry}", 0.0, {"extra": {"void": True}})
+                                 f"(yours did not take effect). {retry}", 0.0,
+                                 {"extra": {"void": True}, "progress": progress})
     return out
 
 
