@@ -117,6 +117,7 @@ def derive(wheel: Path) -> dict:
             "receptacle_types": [lower(r) for r in receptacle_types],
             "object_types": [lower(o) for o in pickable], "lamp_types": [lower(x) for x in LAMPS],
             "openable": openable, "accepts": accepts,
+            "pddl_names": {lower(t): t for t in [*receptacle_types, *pickable, *LAMPS]},
             "heatable": actions["heatable"], "coolable": actions["coolable"],
             "cleanable": actions["cleanable"], "sliceable": actions["sliceable"],
             "room_tasks": room_tasks, "valid_unseen_scenes": list(VALID_UNSEEN),
