@@ -48,8 +48,8 @@ _admissible_cache: dict[tuple, list[str]] = {}
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, "heatable"),
           "cool": ("cool", "hot", data.COOLERS, "coolable"),
           "clean": ("clean", None, data.CLEANERS, "cleanable")}
-# ALFWorld's help text (alfred.twl2), word for word
-HELP = ("\nAvailable commands:\n"
+# ALFWorld's help text (alfred.twl2), word for word (its leading newline does not show)
+HELP = ("Available commands:\n"
         "  look:                             look around your current location\n"
         "  inventory:                        check your current inventory\n"
         "  go to (receptacle):               move to a receptacle\n"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from turngym.core.env import TurnEnv
-from turngym.envs.household import generator
-from turngym.envs.household import alfworld_files
+from turngym.envs.household import alfworld_files, generator
 from turngym.envs.household.engine import (
     HEADER,
     NOT_ADMISSIBLE,
