@@ -16,6 +16,7 @@ objects that sit in no receptacle (inside a mug, say) are left out.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from functools import lru_cache
@@ -125,15 +126,17 @@ def save_game(game: Game, path: str | Path, goal_index: int = 0,
 def load_game(source: str | Path | dict) -> Game:
     """A ``Game`` from an ALFWorld game file (a path, or the parsed JSON)."""
     if isinstance(source, dict):
-        doc, task_id = source, "alfworld:<dict>"
+        doc = source
     else:
         try:
             doc = json.loads(Path(source).read_text())
         except (OSError, ValueError) as err:
             raise ValueError(f"alfworld_game: cannot read {str(source)!r} as a game file ({err})") from None
-        task_id = f"alfworld:{source}"
     if not isinstance(doc, dict) or "pddl_problem" not in doc or "grammar" not in doc:
         raise ValueError("alfworld_game: a game file needs 'pddl_problem' and 'grammar' keys")
+    # named by content: the engine's caches and state keys must not mix two files of one path
+    digest = hashlib.blake2b((doc["pddl_problem"] + doc["grammar"]).encode(), digest_size=10).hexdigest()
+    task_id = f"alfworld:{digest}"
     problem = parse_sexpr(doc["pddl_problem"])
     sections = {item[0].lower(): item[1:] for item in problem if isinstance(item, list) and item}
     kinds = _typed(sections[":objects"])
