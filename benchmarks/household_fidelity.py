@@ -121,6 +121,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--golden", type=Path, help="also write the real engine's answers here")
     parser.add_argument("--golden-games", type=int, default=40)
+    parser.add_argument("--reuse", action="store_true",
+                        help="compare with the real engine's answers already in .bench-venvs/fidelity "
+                             "(a run cut short counts the episodes it finished)")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -135,21 +138,31 @@ def main() -> int:
     for task_id in ids:
         game = generator.build_game(task_id)
         plan = expert_plan(game)
-        path = str(alfworld_files.save_game(game, work / f"{task_id.replace('/', '_')}.tw-pddl",
-                                            walkthrough=plan))
+        path = work / f"{task_id.replace('/', '_')}.tw-pddl"
+        if not args.reuse:
+            alfworld_files.save_game(game, path, walkthrough=plan)
+        path = str(path)
         episodes.append({"game": path, "commands": plan})
         meta.append((task_id, "expert"))
         episodes.append({"game": path, "commands": random_walk(game, args.walk, rng)})
         meta.append((task_id, "walk"))
-    (work / "episodes.json").write_text(json.dumps(episodes))
+    if not args.reuse:
+        (work / "episodes.json").write_text(json.dumps(episodes))
+    elif json.loads((work / "episodes.json").read_text()) != episodes:
+        raise SystemExit("--reuse: the episodes differ from the recorded ones (other --games/--walk/--seed?)")
 
     env = turngym.make("turngym/Household-v0")
     start = time.perf_counter()
     ours = [play_ours(env, ep["game"], ep["commands"]) for ep in episodes]
     ours_s = time.perf_counter() - start
-    summary = run_json(python, str(REFEREE), str(work / "episodes.json"), str(work / "referee.jsonl"),
-                       timeout=7200)
+    if args.reuse:
+        summary = {"seconds": float("nan")}
+    else:
+        summary = run_json(python, str(REFEREE), str(work / "episodes.json"), str(work / "referee.jsonl"),
+                           timeout=7200)
     theirs = [json.loads(line)["steps"] for line in (work / "referee.jsonl").read_text().splitlines()]
+    meta, episodes, ours = meta[:len(theirs)], episodes[:len(theirs)], ours[:len(theirs)]
+    ids = sorted({task_id for task_id, _ in meta}, key=ids.index)
 
     totals = {"admissible": [], "valid": [], "won": [], "text": []}
     diffs = []
