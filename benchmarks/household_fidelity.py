@@ -160,7 +160,12 @@ def main() -> int:
     else:
         summary = run_json(python, str(REFEREE), str(work / "episodes.json"), str(work / "referee.jsonl"),
                            timeout=7200)
-    theirs = [json.loads(line)["steps"] for line in (work / "referee.jsonl").read_text().splitlines()]
+    theirs = []
+    for line in (work / "referee.jsonl").read_text().splitlines():
+        try:
+            theirs.append(json.loads(line)["steps"])
+        except ValueError:  # the last line of a run still going
+            break
     meta, episodes, ours = meta[:len(theirs)], episodes[:len(theirs)], ours[:len(theirs)]
     ids = sorted({task_id for task_id, _ in meta}, key=ids.index)
 
