@@ -52,7 +52,7 @@ def export_game(game: Game, goal_index: int = 0, walkthrough: list[str] | None =
     domain, grammar = domain_and_grammar()
     goal = game.goals[goal_index]
     text = game.goal_texts[goal_index].rstrip(".")
-    ids = game.ids
+    ids = game.pddl_ids()
     spots = {s: f"loc_bar_{i}" for i, s in enumerate(game.spot_recs)}
     objects = list(game.obj_type)
     rec_types = sorted(set(game.rec_type.values()))

@@ -82,8 +82,6 @@ class Game:
 
     def __post_init__(self) -> None:
         types = {**self.rec_type, **self.obj_type}
-        if not self.ids:
-            self.ids = pddl_ids(types)
         if not self.spot:
             self.spot = {r: f"loc {i}" for i, r in enumerate(self.receptacles)}
         if self.openable is None:
@@ -98,8 +96,9 @@ class Game:
             self.pickupable = frozenset(o for o, t in objects if t not in data.LAMPS)
         if self.can_contain is None:
             self.can_contain = data.ACCEPTS
-        # ALFWorld lists things in the order of their ids (see pddl_ids)
-        names = sorted(types, key=self.ids.__getitem__)
+        # ALFWorld lists things in the order of their ids (see pddl_ids; the same order is
+        # computed here without building the ids, which only the exporter needs)
+        names = sorted(types, key=self.ids.__getitem__ if self.ids else _id_order(types))
         self.order = {n: i for i, n in enumerate(names)}
         self.receptacles = tuple(sorted(self.receptacles, key=lambda r: (
             self.rooms.index(self.rec_room[r]), self.order[r])))
@@ -116,10 +115,44 @@ class Game:
             contents[rec].append(obj)
         self.initial_contents = {r: tuple(sorted(v, key=self.order.__getitem__))
                                  for r, v in contents.items()}
-        every = sorted(f"go to {r}" for r in self.receptacles)
-        self.goto = {None: every}
-        for s, recs in self.spot_recs.items():  # no "go to" a receptacle where one stands
-            self.goto[s] = [c for c in every if c[6:] not in recs]
+        self.goto = _GoTo(sorted(f"go to {r}" for r in self.receptacles), self.spot_recs)
+
+    def pddl_ids(self) -> dict[str, str]:
+        return self.ids or pddl_ids({**self.rec_type, **self.obj_type})
+
+
+class _GoTo(dict):
+    """spot -> its "go to" commands (none for the receptacles at the spot), made on first use."""
+
+    def __init__(self, every: list[str], spot_recs: dict[str, tuple[str, ...]]):
+        super().__init__({None: every})
+        self.spot_recs = spot_recs
+
+    def __missing__(self, spot: str) -> list[str]:
+        recs = self.spot_recs[spot]
+        value = self[spot] = [c for c in self[None] if c[6:] not in recs]
+        return value
+
+
+def _id_order(types: dict[str, str]):
+    """Sort key equal to sorting by pddl_ids: (id prefix, rank); every prefix ends in "_bar_"
+    and no type holds "_", so no prefix begins another and the tuples sort like the strings."""
+    counts: dict[str, int] = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+
+    def key(name: str) -> tuple[str, int]:
+        t = types[name]
+        return _ID_PREFIX.get(t) or _prefix(t), counts[t] - int(name.rpartition(" ")[2])
+    return key
+
+
+_ID_PREFIX: dict[str, str] = {}
+
+
+def _prefix(t: str) -> str:
+    value = _ID_PREFIX[t] = f"{t[:-5]}_bar_" if t.endswith("basin") else f"{t}_bar_"
+    return value
 
 
 def pddl_ids(types: dict[str, str]) -> dict[str, str]:
@@ -230,22 +263,7 @@ def build_game(task_id: str) -> Game:
     if kind == "easy":
         layouts = [_easy_layout(layouts[0], rng)]
 
-    # receptacles, numbered per type across the whole world, in the plan's order
-    counters: dict[str, int] = {}
-    rec_type: dict[str, str] = {}
-    rec_room: dict[str, str] = {}
-    spot: dict[str, str] = {}
-    room_recs: dict[str, list[str]] = {}
-    for lay in layouts:
-        room_recs[lay.room_type] = []
-        for rtype, where in lay.receptacles:
-            counters[rtype] = counters.get(rtype, 0) + 1
-            name = f"{rtype} {counters[rtype]}"
-            rec_type[name] = rtype
-            rec_room[name] = lay.room_type
-            spot[name] = f"{lay.index}/{where}"
-            room_recs[lay.room_type].append(name)
-
+    rec_type, rec_room, spot, room_recs, fits = _receptacles(tuple(layouts))
     goals = _choose_goals(task_list, layouts, rng)
 
     # the goal's objects never start where the goal wants them (it would be met at once)
@@ -253,24 +271,27 @@ def build_game(task_id: str) -> Game:
     for g in goals:
         if g.task_type != "look_at_obj_in_light":
             excluded.setdefault(g.obj_type, set()).add(g.rec_type)
+
+    def spots_for(room: str, otype: str) -> list[str]:
+        banned = excluded.get(otype, ())
+        return [r for r in fits.get((room, otype), ()) if rec_type[r] not in banned]
+
     counts: dict[tuple[str, str], int] = {}  # (room, object type) -> count
     for lay in layouts:
-        pool = [o for o in lay.object_types if _placeable(o, lay, room_recs, rec_type, excluded)]
+        pool = [o for o in lay.object_types if spots_for(lay.room_type, o)]
         if kind == "easy":
             pool = rng.sample(pool, min(len(pool), rng.randint(2, 3)))
         for o in pool:
             counts[(lay.room_type, o)] = rng.randint(1, data.MAX_INSTANCES)
     for g in goals:  # ALFRED: 1..PICKUP_REPEAT_MAX of the target (two for the two-object task)
-        room = rng.choice([lay.room_type for lay in layouts if _placeable(g.obj_type, lay, room_recs,
-                                                                         rec_type, excluded)])
+        room = rng.choice([lay.room_type for lay in layouts if spots_for(lay.room_type, g.obj_type)])
         low = 2 if g.task_type == "pick_two_obj_and_place" else 1
         high = data.PICKUP_REPEAT_MAX if kind != "easy" else low + 1
         counts[(room, g.obj_type)] = max(counts.get((room, g.obj_type), 0), rng.randint(low, high))
 
     instances: list[tuple[str, str]] = []  # (object type, receptacle)
     for (room, otype), n in counts.items():
-        spots = [r for r in room_recs[room] if otype in data.ACCEPTS[rec_type[r]]
-                 and rec_type[r] not in excluded.get(otype, ())]
+        spots = spots_for(room, otype)
         instances += [(otype, rng.choice(spots)) for _ in range(n)]
     if kind != "easy":
         for lay in layouts:
@@ -290,9 +311,33 @@ def build_game(task_id: str) -> Game:
     para_rng = random.Random(f"paraphrase/{task_id}")
     paraphrased = tuple(goal_text(g, p, para_rng) for g, p in zip(goals, phrasing))
     return Game(task_id=task_id, kind=kind, rooms=tuple(lay.room_type for lay in layouts),
-                receptacles=tuple(rec_type), rec_type=rec_type, rec_room=rec_room, obj_type=obj_type,
+                receptacles=tuple(rec_type), rec_type=dict(rec_type), rec_room=rec_room, obj_type=obj_type,
                 initial_place=initial_place, goals=goals, goal_texts=texts,
                 paraphrased_texts=paraphrased, spot=spot)
+
+
+@lru_cache(maxsize=1024)  # one per floor plan (or house): shared by all its games
+def _receptacles(layouts: tuple[RoomLayout, ...]) -> tuple:
+    """Receptacle names (numbered per type across the world, in the plans' order), their types,
+    rooms and spots, the names per room, and (room, object type) -> receptacles that take it."""
+    counters: dict[str, int] = {}
+    rec_type: dict[str, str] = {}
+    rec_room: dict[str, str] = {}
+    spot: dict[str, str] = {}
+    room_recs: dict[str, list[str]] = {}
+    fits: dict[tuple[str, str], list[str]] = {}
+    for lay in layouts:
+        room_recs[lay.room_type] = []
+        for rtype, where in lay.receptacles:
+            counters[rtype] = counters.get(rtype, 0) + 1
+            name = f"{rtype} {counters[rtype]}"
+            rec_type[name] = rtype
+            rec_room[name] = lay.room_type
+            spot[name] = f"{lay.index}/{where}"
+            room_recs[lay.room_type].append(name)
+            for otype in data.ACCEPTS[rtype]:
+                fits.setdefault((lay.room_type, otype), []).append(name)
+    return rec_type, rec_room, spot, room_recs, fits
 
 
 def _lamp_holders(recs: list[str], rec_type: dict[str, str]) -> list[str]:
@@ -315,13 +360,6 @@ def _easy_layout(base: RoomLayout, rng: random.Random) -> RoomLayout:
                     if sum(o in data.ACCEPTS[t] for t in chosen) >= 2)
     return RoomLayout(base.room_type, base.index, tuple((t, i) for i, t in enumerate(chosen)),
                       objects, ())
-
-
-def _placeable(otype: str, lay: RoomLayout, room_recs: dict[str, list[str]],
-               rec_type: dict[str, str], excluded: dict[str, str]) -> bool:
-    return otype in lay.object_types and any(
-        otype in data.ACCEPTS[rec_type[r]] and rec_type[r] not in excluded.get(otype, ())
-        for r in room_recs[lay.room_type])
 
 
 def _choose_goals(task_list: list[str], layouts: list[RoomLayout],
