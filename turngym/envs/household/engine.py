@@ -97,6 +97,8 @@ class World:
         self.sliced: set[str] = set(flags.get("sliced", ()))
         self.lit: set[str] = set(flags.get("lit", ()))
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
+        self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
+        self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
         """An independent copy (shallow per container: names are immutable strings)."""
@@ -111,6 +113,8 @@ class World:
         for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
             setattr(other, flag, set(getattr(self, flag)))
         other._flags_text = self._flags_text
+        other._last_admissible = (None, None)
+        other._version = 0
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -135,6 +139,9 @@ class World:
 
     def admissible(self, agent: str) -> list[str]:
         """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
+        token, last = self._last_admissible
+        if token == (agent, self._version):
+            return last
         a = self.agents[agent]
         held = a.holding
         recs = self.at_hand(agent)
@@ -147,6 +154,7 @@ class World:
                 cache.clear()
             spot = None if a.location is None else self.game.spot[a.location]
             hit = cache[key] = self._commands(spot, recs, held)
+        self._last_admissible = ((agent, self._version), hit)
         return hit
 
     def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
@@ -184,6 +192,7 @@ class World:
             return NOTHING, False
         a = self.agents[agent]
         verb, _, rest = command.partition(" ")
+        self._version += 1
         if verb == "go":
             target = rest[3:]
             rooms = self.game.rec_room
