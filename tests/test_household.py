@@ -450,6 +450,13 @@ def test_receptacles_sharing_a_spot_are_reached_together():
     other = World(game)
     run(other, "go to cabinet 1")
     assert other.key() == key  # one spot, one state, whichever name one walked to
+    # ALFWorld remembers where a thing came from: moved to the neighbour, it is "next to it"
+    run(world, "open cabinet 1", "open fridge 1", "take mug 1 from cabinet 1", "move mug 1 to fridge 1")
+    assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see a mug 1."]
+    run(world, "take mug 1 from fridge 1", "move mug 1 to cabinet 1")  # now the fridge remembers it
+    assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see a mug 1."]
+    run(world, "go to countertop 1")
+    assert run(world, "look") == ["You are facing the countertop 1. Next to it, you see nothing."]
 
 
 def test_reset_text_and_put_in_on_only_on_request():

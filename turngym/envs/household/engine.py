@@ -98,6 +98,11 @@ class World:
         self.lit: set[str] = set(flags.get("lit", ()))
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
         self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
+        # ALFWorld remembers where a thing was taken from until it goes back there (its
+        # not_inreceptacle facts); an object back on a spot it was taken from, in a neighbour
+        # receptacle, shows as "Next to it, you see ..." in look. obj -> receptacles
+        self.taken_from: dict[str, set[str]] = {}
+        self.next_to: set[str] = set()  # the objects look shows so (part of the state)
         self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
@@ -115,6 +120,8 @@ class World:
         other._flags_text = self._flags_text
         other._last_admissible = (None, None)
         other._version = 0
+        other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
+        other.next_to = set(self.next_to)
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -214,12 +221,23 @@ class World:
             self.contents[rec].remove(obj)
             self.where[obj] = "@" + agent
             a.holding = obj
+            self.taken_from.setdefault(obj, set()).add(rec)
+            if obj in self.next_to:
+                self.next_to.discard(obj)
+                self._flags_text = None
             return f"You pick up the {obj} from the {rec}.", True
         if verb == "move":
             obj, _, rec = rest.partition(" to ")
             insort(self.contents[rec], obj, key=self.game.order.__getitem__)
             self.where[obj] = rec
             a.holding = None
+            before = self.taken_from.get(obj)
+            if before:
+                before.discard(rec)
+                spot = self.game.spot
+                if any(spot[r] == spot[rec] for r in before):
+                    self.next_to.add(obj)
+                    self._flags_text = None
             return f"You move the {obj} to the {rec}.", True
         if verb in _TREAT:
             obj, _, appliance = rest.partition(" with ")
@@ -297,7 +315,9 @@ class World:
         recs = self.at_hand(agent)
         if not recs:  # ALFWorld lists the receptacles at the agent's spot: none in the middle
             return "You are in the middle of a room. Looking quickly around you, you see nothing."
-        return f"You are facing the {_names(list(recs))}. Next to it, you see nothing."
+        near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
+                      key=self.game.order.__getitem__)
+        return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
 
     # ----- state ------------------------------------------------------------------------------------
     def signature(self) -> tuple:
@@ -306,7 +326,8 @@ class World:
                 tuple((n, self._spot(a), a.holding) for n, a in sorted(self.agents.items())),
                 tuple(self.where.values()),
                 tuple(sorted(self.opened)), tuple(sorted(self.hot)), tuple(sorted(self.cool)),
-                tuple(sorted(self.clean)), tuple(sorted(self.sliced)), tuple(sorted(self.lit)))
+                tuple(sorted(self.clean)), tuple(sorted(self.sliced)), tuple(sorted(self.lit)),
+                tuple(sorted(self.next_to)))
 
     def key(self, *extra) -> str:
         """Stable digest of ``signature()`` (plus ``extra``), the same in every process.
@@ -317,7 +338,8 @@ class World:
         flags = self._flags_text
         if flags is None:
             flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
-                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}")
+                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}"
+                                        f"{sorted(self.next_to) if self.next_to else ''}")
         text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
@@ -330,7 +352,7 @@ class World:
                            for n, a in sorted(self.agents.items())},
                 "where": dict(self.where), "opened": sorted(self.opened), "hot": sorted(self.hot),
                 "cool": sorted(self.cool), "clean": sorted(self.clean),
-                "sliced": sorted(self.sliced), "lit": sorted(self.lit)}
+                "sliced": sorted(self.sliced), "lit": sorted(self.lit), "next_to": sorted(self.next_to)}
 
 
 def _listing(names: list[str]) -> str:
