@@ -164,7 +164,7 @@ def load_game(source: str | Path | dict) -> Game:
         can_contain.setdefault(type_name(rt), set()).add(type_name(ot))
     task = _task_sentence(doc["grammar"])
     goal = recognize_goal(sections[":goal"][0] if sections.get(":goal") else [])
-    ids = {names[i]: i for i in names if names[i] in rec_type or names[i] in obj_type}
+    ids = {names[i]: i.lower() for i in names if names[i] in rec_type or names[i] in obj_type}
     return Game(
         task_id=task_id, kind="room", rooms=("room",), receptacles=tuple(rec_type),
         rec_type=rec_type, rec_room=dict.fromkeys(rec_type, "room"), obj_type=obj_type,
@@ -180,7 +180,7 @@ def alfworld_names(ids: list[str]) -> dict[str, str]:
     """ALFWorld's display names of PDDL ids (its Demangler's rule): ``<name>_bar_<rest>`` is a
     "<name> <n>" (``basin`` appended when the id mentions one); ids are sorted and, per name,
     numbers are handed out from the highest down."""
-    unique = sorted(set(ids))
+    unique = sorted(set(ids), key=str.lower)  # the engine sees ids lower-cased (fast-downward's parser)
     stem: dict[str, str] = {}
     for i in unique:
         head, bar, _ = i.partition("_bar_")
