@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _refenv import ROOT, VENVS, reference_python, run_json  # noqa: E402
+from _refenv import VENVS, reference_python, run_json  # noqa: E402
 
 import turngym  # noqa: E402
 from turngym.envs.household import alfworld_files, generator  # noqa: E402
@@ -207,7 +207,7 @@ def main() -> int:
             json.dump({"recorded_with": "textworld 1.7.0 + alfworld 0.4.2 via turngym/ALFWorld-v0 "
                                         "(benchmarks/household_fidelity.py --golden)",
                        "episodes": golden}, f)
-        print(f"  golden transcripts of {len(keep)} games -> {args.golden.relative_to(ROOT)}")
+        print(f"  golden transcripts of {len(keep)} games -> {args.golden}")
     print(json.dumps({"games": len(ids), "episodes": len(episodes), "steps": steps,
                       **{k: sum(v) / steps for k, v in totals.items()},
                       "expert_wins": sum(expert_wins), "expert_games": len(expert_wins),
