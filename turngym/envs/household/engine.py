@@ -296,6 +296,13 @@ class World:
 
     def intro(self) -> str:
         game = self.game
+        text = game.__dict__.get("_intro")  # static per game: made once
+        if text is None:
+            text = game.__dict__["_intro"] = self._intro()
+        return text
+
+    def _intro(self) -> str:
+        game = self.game
         if len(game.rooms) == 1:
             return ("You are in the middle of a room. Looking quickly around you, you see "
                     f"{_listing(list(game.receptacles))}.")
