@@ -11,7 +11,7 @@ import pytest
 
 import turngym
 from turngym.envs.household import data, generator, registration
-from turngym.envs.household.engine import NOTHING, World, lenient_command, strict_command
+from turngym.envs.household.engine import NOTHING, World, legacy_command, lenient_command, strict_command
 from turngym.envs.household.generator import Game
 from turngym.envs.household.tasks import Goal, goal_met, goal_progress
 
@@ -42,11 +42,19 @@ def run(world: World, *commands: str, agent: str = "agent") -> list[str]:
 
 
 # ----- generator and splits --------------------------------------------------------------------
-def test_at_least_30_distinct_layouts_per_room_type():
-    for room in data.ROOM_TYPES:
-        layouts = {generator.room_layout(room, i) for i in range(generator.LAYOUTS_PER_ROOM)}
-        distinct = {(lay.receptacles, lay.object_types) for lay in layouts}
-        assert len(distinct) >= 30, room
+def test_layouts_are_alfworlds_120_floor_plans():
+    """30 plans per room type, as the wheel has them: real kitchens hold 13+ receptacles, up to
+    dozens of cabinets, and receptacles share spots in many plans."""
+    for room, first in (("kitchen", 1), ("livingroom", 201), ("bedroom", 301), ("bathroom", 401)):
+        plans = [n for n, sc in data.SCENES.items() if sc.room == room]
+        assert plans == list(range(first, first + 30)), room
+    kitchens = [generator.room_layout("kitchen", n) for n in range(1, 31)]
+    assert max(sum(t == "cabinet" for t, _ in k.receptacles) for k in kitchens) >= 20
+    assert min(len(k.receptacles) for k in kitchens) >= 13
+    shared = [n for n, sc in data.SCENES.items() if len({s for _, s in sc.receptacles}) < len(sc.receptacles)]
+    assert len(shared) == 67
+    assert data.ACCEPTS["tvstand"] == {"tissuebox"} and "egg" in data.SLICEABLE
+    assert data.CLEANERS == {"sinkbasin"} and "box" in data.OBJECT_TYPES and "box" not in data.OPENABLE
 
 
 def test_split_sizes_and_unseen_layouts_never_in_train():
@@ -62,6 +70,8 @@ def test_split_sizes_and_unseen_layouts_never_in_train():
         assert not layouts["valid_unseen"] & layouts["train"]
         assert not layouts["valid_unseen"] & layouts["valid_seen"]
         assert layouts["valid_seen"] <= layouts["train"]
+        # ALFRED's split: valid_unseen holds out whole floor plans
+        assert {n for _, n in layouts["valid_unseen"]} <= {10, 219, 308, 424}
 
 
 def test_every_task_type_appears_in_its_rooms():
@@ -91,7 +101,7 @@ def test_games_are_valid():
     for tid in ids:
         game = generator.build_game(tid)
         for obj, rec in game.initial_place.items():
-            assert game.obj_type[obj] in data.ACCEPTS[game.rec_type[rec]] or game.obj_type[obj] == "desklamp"
+            assert game.obj_type[obj] in data.ACCEPTS[game.rec_type[rec]] or game.obj_type[obj] in data.LAMPS
             assert obj.rsplit(" ", 1)[0] == game.obj_type[obj]
         for otype, names in game.by_type.items():
             if otype in game.obj_type.values():
@@ -108,8 +118,9 @@ def test_games_are_valid():
 def test_bad_task_ids_name_the_format():
     env = turngym.make("turngym/Household-v0")
     for bad in ["nope", "room/train/kitchen-99/pick_and_place_simple/0001",
-                "room/train/kitchen-01/look_at_obj_in_light/0001",  # no lamps in kitchens
-                "room/train/kitchen-38/pick_and_place_simple/0001"]:  # an unseen layout in train
+                "room/train/kitchen-11/look_at_obj_in_light/0001",  # no lamps in kitchens
+                "room/train/kitchen-10/pick_and_place_simple/0001",  # an unseen plan in train
+                "room/train/kitchen-3/pick_and_place_simple/0001"]:  # ALFRED's test plans: unused
         with pytest.raises(ValueError, match="task_id"):
             env.reset(options={"task_id": bad})
     easy = generator.task_ids("easy", "train")[0]
@@ -156,7 +167,9 @@ def test_heat_cool_clean_at_the_right_appliance_without_opening():
     run(world, "go to fridge 1", "cool apple 1 with fridge 1")
     assert "apple 1" in world.cool and "apple 1" not in world.hot  # cooling undoes heating
     run(world, "go to sinkbasin 1", "clean apple 1 with sinkbasin 1", "examine apple 1")
-    assert run(world, "examine apple 1") == ["This is a cool, clean apple 1."]
+    assert run(world, "examine apple 1") == ["This is a cool and clean apple 1."]
+    run(world, "go to microwave 1", "heat apple 1 with microwave 1")
+    assert run(world, "examine apple 1") == ["This is a hot and clean apple 1."]
 
 
 def test_lamp_works_only_where_it_stands_and_stays_on():
@@ -167,6 +180,7 @@ def test_lamp_works_only_where_it_stands_and_stays_on():
     assert goal_progress(world, world.game.goals[0]) == 0.5
     assert run(world, "use desklamp 1") == ["You turn on the desklamp 1."]
     assert goal_met(world, world.game.goals[0])
+    assert run(world, "use desklamp 1") == ["You turn on the desklamp 1."]  # ALFWorld: stays on
     run(world, "go to countertop 1")
     assert "desklamp 1" in world.lit and not goal_met(world, world.game.goals[0])
 
@@ -177,16 +191,21 @@ def test_slicing_needs_a_knife_in_hand():
     assert not any(c.startswith("slice") for c in world.admissible("agent"))
     run(world, "take knife 1 from countertop 1")
     assert "slice apple 1 with knife 1" in world.admissible("agent")
-    assert run(world, "slice tomato 1 with knife 1") == ["You slice the tomato 1 with the knife 1."]
-    assert "tomato 1" in world.sliced and "slice tomato 1 with knife 1" not in world.admissible("agent")
+    assert run(world, "slice tomato 1 with knife 1") == ["You sliced the tomato 1 with the knife 1."]
+    assert "tomato 1" in world.sliced and "slice tomato 1 with knife 1" in world.admissible("agent")
 
 
 def test_examine_look_and_sorted_unique_admissible():
     world = World(tiny_game())
-    assert run(world, "look")[0].startswith("You are in the middle of a room. Looking quickly around you, "
-                                             "you see a cabinet 1, a countertop 1, a desk 1,")
+    assert world.intro().startswith("You are in the middle of a room. Looking quickly around you, "
+                                    "you see a cabinet 1, a countertop 1, a desk 1,")
+    # ALFWorld's look lists the receptacles at the agent's spot: none in the middle
+    assert run(world, "look") == ["You are in the middle of a room. Looking quickly around you, you see nothing."]
     assert run(world, "go to cabinet 1", "examine cabinet 1", "look")[1:] == [
         "The cabinet 1 is closed.", "You are facing the cabinet 1. Next to it, you see nothing."]
+    # ALFWorld: examine only what is in hand; no "go to" where one stands; help always
+    assert world.execute("agent", "examine mug 1") == (NOTHING, False)
+    assert "go to cabinet 1" not in world.admissible("agent") and "help" in world.admissible("agent")
     env = turngym.make("turngym/Household-v0")
     obs, info = env.reset(seed=3)
     for _ in range(30):
@@ -210,7 +229,8 @@ def test_goal_checks_use_types_not_instances():
 
 # ----- commands and parsing --------------------------------------------------------------------
 def test_strict_and_lenient_parsing():
-    assert strict_command("  put apple 1 in/on countertop 1 ") == "move apple 1 to countertop 1"
+    assert strict_command("  put apple 1 in/on countertop 1 ") == "put apple 1 in/on countertop 1"
+    assert legacy_command("  put apple 1 in/on countertop 1 ") == "move apple 1 to countertop 1"
     assert strict_command("Go to fridge 1") == "Go to fridge 1"  # strict: case matters
     for text in ["Put the apple 1 on countertop 1.", "move apple 1 to countertop 1",
                  "PUT apple 1 IN/ON countertop 1", "place an apple 1 into the countertop 1!",
@@ -345,7 +365,7 @@ def test_hidden_admissible_preset():
 def test_house_preset_crosses_rooms():
     env = turngym.make("turngym/Household-House-v0")
     obs, info = env.reset(seed=4)
-    assert obs.startswith("You are in the middle of a house with a kitchen, a living room, a bedroom,")
+    assert obs.split("\n\n")[1].startswith("You are in the middle of a house with a kitchen, a living room, a bedroom,")
     rooms = env.unwrapped.world.game.rec_room
     assert len(set(rooms.values())) == 4
     assert all(f"go to {r}" in info["admissible_actions"] for r in rooms)
@@ -412,3 +432,79 @@ def test_cli_play_and_eval(monkeypatch, capsys):
     assert cli.main(["eval", "turngym/Household-Easy-v0", "--policy", "expert", "--split", "valid_unseen",
                      "--episodes", "20", "--backend", "inline", "--num-envs", "2"]) == 0
     assert "1.000" in capsys.readouterr().out
+
+
+# ----- ALFWorld's wording and spots ------------------------------------------------------------
+def test_receptacles_sharing_a_spot_are_reached_together():
+    game = tiny_game()
+    game = Game(**{**{f: getattr(game, f) for f in ("task_id", "kind", "rooms", "receptacles", "rec_type",
+                                                     "rec_room", "obj_type", "initial_place", "goals",
+                                                     "goal_texts", "paraphrased_texts")},
+                   "spot": {**{r: r for r in game.receptacles}, "fridge 1": "cabinet 1"}})
+    world = World(game)
+    assert run(world, "go to fridge 1") == ["You arrive at fridge 1. The fridge 1 is closed."]
+    actions = world.admissible("agent")
+    assert "open cabinet 1" in actions and "go to cabinet 1" not in actions
+    assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see nothing."]
+    key = world.key()
+    other = World(game)
+    run(other, "go to cabinet 1")
+    assert other.key() == key  # one spot, one state, whichever name one walked to
+    # ALFWorld remembers where a thing came from: moved to the neighbour, it is "next to it"
+    run(world, "open cabinet 1", "open fridge 1", "take mug 1 from cabinet 1", "move mug 1 to fridge 1")
+    assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see a mug 1."]
+    run(world, "take mug 1 from fridge 1", "move mug 1 to cabinet 1")  # now the fridge remembers it
+    assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see a mug 1."]
+    run(world, "go to countertop 1")
+    assert run(world, "look") == ["You are facing the countertop 1. Next to it, you see nothing."]
+
+
+def test_reset_text_and_put_in_on_only_on_request():
+    env = turngym.make("turngym/Household-v0")
+    obs, info = env.reset(seed=0)
+    assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room.")
+    assert "help" in info["admissible_actions"]
+    legacy = turngym.make("turngym/Household-v0", legacy_commands=True)
+    for e in (env, legacy):
+        task = generator.task_ids("room", "valid_seen")[1]
+        e.reset(options={"task_id": task})
+        while not (held := e.unwrapped.world.agents["agent"].holding):
+            e.step(e.expert_action())
+        move = next(c for c in e.unwrapped.admissible_actions() if c.startswith("move "))
+        obs, *_, info = e.step(move.replace("move", "put", 1).replace(" to ", " in/on ", 1))
+        assert info["action_valid"] is (e is legacy), obs
+        assert held
+
+
+def test_game_files_round_trip(tmp_path):
+    """Any household game written as an ALFWorld game file plays the same when read back."""
+    from turngym.envs.household import alfworld_files
+
+    env = turngym.make("turngym/Household-v0")
+    for task in generator.task_ids("room", "valid_unseen")[:12]:
+        game = generator.build_game(task)
+        path = alfworld_files.save_game(game, tmp_path / "game.tw-pddl")
+        doc = json.loads(path.read_text())
+        assert {"pddl_domain", "grammar", "pddl_problem", "solvable"} <= set(doc)
+        assert "(:goal (" in doc["pddl_problem"] and "UNKNOWN GOAL" not in doc["grammar"]
+        first, info = env.reset(options={"task_id": task})
+        again, info2 = env.reset(options={"task": {"alfworld_game": str(path)}})
+        assert first == again and info["admissible_actions"] == info2["admissible_actions"]
+        assert env.unwrapped.world.game.goals == game.goals
+        rewards, infos = [], []
+        while not infos or not (infos[-1]["is_success"] or len(infos) > 60):
+            obs, reward, terminated, truncated, i = env.step(env.expert_action())
+            rewards.append(reward)
+            infos.append(i)
+        assert infos[-1]["is_success"] and sum(rewards) == 1.0
+    with pytest.raises(ValueError, match="alfworld_game"):
+        env.reset(options={"task": {"alfworld_game": str(tmp_path / "missing.tw-pddl")}})
+
+
+def test_alfworld_names_follow_alfworlds_renaming():
+    from turngym.envs.household.alfworld_files import alfworld_names
+
+    names = alfworld_names(["Cabinet_bar__minus_01", "Cabinet_bar__plus_02", "Sink_bar_1_bar_SinkBasin",
+                            "loc_bar_3", "agent1"])
+    assert names["Cabinet_bar__minus_01"] == "cabinet 2" and names["Cabinet_bar__plus_02"] == "cabinet 1"
+    assert names["Sink_bar_1_bar_SinkBasin"] == "sinkbasin 1"

@@ -70,7 +70,13 @@ def test_expert_takes_over_after_random_play(env_id):
 
 def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
     """Breadth-first search over states, skipping commands that can never shorten a plan
-    (look/examine/inventory, close, slice, taking an object of another type)."""
+    (look/examine/inventory/help, close, slice, taking an object of another type, going to or
+    opening a receptacle that holds no goal object and is neither the target nor an appliance)."""
+    game = world.game
+    useful = {r for r in game.receptacles if game.rec_type[r] in (goal.rec_type, "microwave", "fridge",
+                                                                   "sinkbasin")}
+    useful |= {game.initial_place[o] for o in game.by_type.get(goal.obj_type, ())}
+    useful |= {game.initial_place[o] for t in ("desklamp", "floorlamp") for o in game.by_type.get(t, ())}
     seen = {world.key()}
     queue = deque([(world, 0)])
     while queue:
@@ -81,9 +87,11 @@ def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
             continue
         for command in state.admissible("agent"):
             verb = command.split(" ", 1)[0]
-            if verb in ("look", "examine", "inventory", "close", "slice"):
+            if verb in ("look", "examine", "inventory", "close", "slice", "help"):
                 continue
             if verb == "take" and state.game.obj_type[command[5:].split(" from ")[0]] != goal.obj_type:
+                continue
+            if verb in ("go", "open") and command.split(" ", 1)[1].removeprefix("to ") not in useful:
                 continue
             nxt = state.clone()
             nxt.execute("agent", command)

@@ -212,7 +212,7 @@ def test_household_verbs_round_trip(command, name, arguments):
     env = _mode_over_counter("household")
     tc = env.command_to_call(command)
     assert (tc.name, tc.arguments) == (name, arguments)
-    if not command.startswith("move"):  # canonical phrasing comes back exactly
+    if not command.startswith("put"):  # canonical phrasing (ALFWorld 0.4.2: move) comes back exactly
         assert env.toolset[name].fn(**arguments) == command
 
 

@@ -6,12 +6,13 @@ name, so several agents can share one world (the co-op env builds on it):
     game  = build_game(task_id)                  # generator.py: static, cached per task id
     world = World(game, agents=("alice", "bob")) # fresh mutable state; cheap (no deep copies)
     world.admissible("alice")  -> sorted list[str]  (shared cached list: do not mutate)
+    world.at_hand("alice") -> receptacles at the agent's spot;  world.reaches("alice", rec)
     world.is_admissible("alice", command) -> bool
     world.execute("alice", command) -> (observation, valid)   # invalid: "Nothing happens."
     world.intro() / world.overview() / world.look("alice")     # texts
     world.key(*extra) -> str    stable digest of the true state (+ extra, e.g. a goal index)
     world.state_dict() -> dict  the same state, readable;  world.clone() -> World (for planners)
-    world.agents[name].location  (receptacle name or None = middle of the room)
+    world.agents[name].location  (the receptacle gone to, or None = middle of the room)
     world.agents[name].holding   (object name or None)
     world.where[obj] -> receptacle name, or "@<agent>" while held
     world.contents[rec] -> sorted list of objects in/on it
@@ -35,16 +36,33 @@ from turngym.envs.household import data
 from turngym.envs.household.generator import Game
 
 NOTHING = "Nothing happens."
-READ_ONLY = ("look", "inventory", "examine ")  # commands that never change the state
+HEADER = "-= Welcome to TextWorld, ALFRED! =-"
+READ_ONLY = ("look", "inventory", "examine ", "help")  # commands that never change the state
 _FLAG_VERBS = frozenset({"open", "close", "heat", "cool", "clean", "use", "slice"})
 NOT_ADMISSIBLE = "not an admissible command"
 # (task id, what the commands depend on) -> sorted commands; shared by every world in the
 # process, emptied when full (~1 kB an entry)
 ADMISSIBLE_CACHE_SIZE = 65_536
 _admissible_cache: dict[tuple, list[str]] = {}
-_TREAT = {"heat": ("hot", "cool", data.HEATERS, data.HEATABLE),
-          "cool": ("cool", "hot", data.COOLERS, data.COOLABLE),
-          "clean": ("clean", None, data.CLEANERS, data.CLEANABLE)}
+# verb -> (flag set it adds, flag set it removes, appliance types, the game's capable objects)
+_TREAT = {"heat": ("hot", "cool", data.HEATERS, "heatable"),
+          "cool": ("cool", "hot", data.COOLERS, "coolable"),
+          "clean": ("clean", None, data.CLEANERS, "cleanable")}
+# ALFWorld's help text (alfred.twl2), word for word (its leading newline does not show)
+HELP = ("Available commands:\n"
+        "  look:                             look around your current location\n"
+        "  inventory:                        check your current inventory\n"
+        "  go to (receptacle):               move to a receptacle\n"
+        "  open (receptacle):                open a receptacle\n"
+        "  close (receptacle):               close a receptacle\n"
+        "  take (object) from (receptacle):  take an object from a receptacle\n"
+        "  move (object) to (receptacle):  place an object in or on a receptacle\n"
+        "  examine (something):              examine a receptacle or an object\n"
+        "  use (object):                     use an object\n"
+        "  heat (object) with (receptacle):  heat an object using a receptacle\n"
+        "  clean (object) with (receptacle): clean an object using a receptacle\n"
+        "  cool (object) with (receptacle):  cool an object using a receptacle\n"
+        "  slice (object) with (object):     slice an object using a sharp object\n")
 
 
 class Agent:
@@ -52,12 +70,17 @@ class Agent:
 
     def __init__(self, name: str):
         self.name = name
-        self.location: str | None = None
+        self.location: str | None = None  # the receptacle last gone to (None: middle of the room)
         self.holding: str | None = None
 
 
 class World:
-    """Mutable state of one game; every rule of the household lives in this class."""
+    """Mutable state of one game; every rule of the household lives in this class.
+
+    The rules are ALFWorld 0.4.2's (alfred.pddl as TextWorld's PDDL engine applies them): the
+    agent stands at a spot, and every receptacle of that spot is within reach (two stacked
+    drawers share one); ``examine`` works on the held object and the receptacles at hand;
+    ``use`` turns a lamp on for good; slicing needs a knife in hand and may be repeated."""
 
     def __init__(self, game: Game, agents: tuple[str, ...] | list[str] = ("agent",)):
         if not agents or len(set(agents)) != len(agents):
@@ -66,13 +89,21 @@ class World:
         self.agents = {name: Agent(name) for name in agents}
         self.where: dict[str, str] = dict(game.initial_place)  # key order fixed by the game
         self.contents: dict[str, list[str]] = {r: list(v) for r, v in game.initial_contents.items()}
-        self.opened: set[str] = set()
-        self.hot: set[str] = set()
-        self.cool: set[str] = set()
-        self.clean: set[str] = set()
-        self.sliced: set[str] = set()
-        self.lit: set[str] = set()
+        flags = game.initial_flags
+        self.opened: set[str] = set(flags.get("opened", ()))
+        self.hot: set[str] = set(flags.get("hot", ()))
+        self.cool: set[str] = set(flags.get("cool", ()))
+        self.clean: set[str] = set(flags.get("clean", ()))
+        self.sliced: set[str] = set(flags.get("sliced", ()))
+        self.lit: set[str] = set(flags.get("lit", ()))
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
+        self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
+        # ALFWorld remembers where a thing was taken from until it goes back there (its
+        # not_inreceptacle facts); an object back on a spot it was taken from, in a neighbour
+        # receptacle, shows as "Next to it, you see ..." in look. obj -> receptacles
+        self.taken_from: dict[str, set[str]] = {}
+        self.next_to: set[str] = set()  # the objects look shows so (part of the state)
+        self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
         """An independent copy (shallow per container: names are immutable strings)."""
@@ -87,6 +118,10 @@ class World:
         for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
             setattr(other, flag, set(getattr(self, flag)))
         other._flags_text = self._flags_text
+        other._last_admissible = (None, None)
+        other._version = 0
+        other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
+        other.next_to = set(self.next_to)
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -95,56 +130,67 @@ class World:
 
     def accessible(self, rec: str) -> bool:
         """Can one see into / take from / put into ``rec`` now?"""
-        return self.game.rec_type[rec] not in data.OPENABLE or rec in self.opened
+        return rec not in self.game.openable or rec in self.opened
+
+    def at_hand(self, agent: str) -> tuple[str, ...]:
+        """The receptacles at the agent's spot (none in the middle of the room)."""
+        loc = self.agents[agent].location
+        return () if loc is None else self.game.spot_recs[self.game.spot[loc]]
+
+    def reaches(self, agent: str, rec: str) -> bool:
+        loc = self.agents[agent].location
+        return loc is not None and self.game.spot[loc] == self.game.spot[rec]
 
     def is_admissible(self, agent: str, command: str) -> bool:
         return command in self.admissible(agent)  # a list of ~10-40: a scan beats a set's memory
 
     def admissible(self, agent: str) -> list[str]:
         """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
+        token, last = self._last_admissible
+        if token == (agent, self._version):
+            return last
         a = self.agents[agent]
-        loc, held = a.location, a.holding
-        here = tuple(self.contents[loc]) if loc is not None else ()
-        knife = held is not None and self.game.obj_type[held] in data.KNIVES
-        key = (self.game.task_id, loc, held, loc in self.opened, here,
-               tuple(o for o in here if o in self.sliced) if knife else ())
+        held = a.holding
+        recs = self.at_hand(agent)
+        key = (self.game.task_id, recs, held, tuple(r in self.opened for r in recs),
+               tuple(tuple(self.contents[r]) for r in recs))
         cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
             if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
                 cache.clear()
-            hit = cache[key] = self._commands(loc, held, here)
+            spot = None if a.location is None else self.game.spot[a.location]
+            hit = cache[key] = self._commands(spot, recs, held)
+        self._last_admissible = ((agent, self._version), hit)
         return hit
 
-    def _commands(self, loc: str | None, held: str | None, here: tuple[str, ...]) -> list[str]:
+    def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
         game = self.game
-        out = [*game.goto[loc], "inventory", "look"]
+        out = [*game.goto[spot], "help", "inventory", "look"]
         held_type = game.obj_type[held] if held is not None else None
+        knife = held_type in data.KNIVES
         if held is not None:
             out.append(f"examine {held}")
-        if loc is not None:
-            rtype = game.rec_type[loc]
-            out.append(f"examine {loc}")
-            if rtype in data.OPENABLE:
-                out.append(f"close {loc}" if loc in self.opened else f"open {loc}")
-            if self.accessible(loc):
-                for obj in here:
-                    otype = game.obj_type[obj]
-                    if otype in data.LAMPS:
-                        out.append(f"use {obj}")
-                    elif held is None:
-                        out.append(f"take {obj} from {loc}")
-                    elif (held_type in data.KNIVES and otype in data.SLICEABLE
-                          and obj not in self.sliced):
-                        out.append(f"slice {obj} with {held}")
-                if held is not None and held_type in data.ACCEPTS[rtype]:
-                    out.append(f"move {held} to {loc}")
-            if held is not None:
-                for verb, (_, _, appliances, capable) in _TREAT.items():
-                    if rtype in appliances and held_type in capable:
-                        out.append(f"{verb} {held} with {loc}")
-        out = sorted(set(out))
-        return out
+        for rec in recs:
+            out.append(f"examine {rec}")
+            if rec in game.openable:
+                out.append(f"close {rec}" if rec in self.opened else f"open {rec}")
+            open_now = self.accessible(rec)
+            for obj in self.contents[rec]:
+                if obj in game.toggleable:
+                    out.append(f"use {obj}")
+                if open_now and held is None and obj in game.pickupable:
+                    out.append(f"take {obj} from {rec}")
+                if knife and obj in game.sliceable:  # closed or not: ALFWorld checks the spot only
+                    out.append(f"slice {obj} with {held}")
+            if held is None:
+                continue
+            if open_now and held_type in game.can_contain.get(game.rec_type[rec], ()):
+                out.append(f"move {held} to {rec}")
+            for verb, (_, _, appliances, capable) in _TREAT.items():
+                if game.rec_type[rec] in appliances and held in getattr(game, capable):
+                    out.append(f"{verb} {held} with {rec}")
+        return sorted(set(out))
 
     # ----- rules ----------------------------------------------------------------------------------
     def execute(self, agent: str, command: str) -> tuple[str, bool]:
@@ -153,6 +199,7 @@ class World:
             return NOTHING, False
         a = self.agents[agent]
         verb, _, rest = command.partition(" ")
+        self._version += 1
         if verb == "go":
             target = rest[3:]
             rooms = self.game.rec_room
@@ -174,12 +221,23 @@ class World:
             self.contents[rec].remove(obj)
             self.where[obj] = "@" + agent
             a.holding = obj
+            self.taken_from.setdefault(obj, set()).add(rec)
+            if obj in self.next_to:
+                self.next_to.discard(obj)
+                self._flags_text = None
             return f"You pick up the {obj} from the {rec}.", True
         if verb == "move":
             obj, _, rec = rest.partition(" to ")
             insort(self.contents[rec], obj, key=self.game.order.__getitem__)
             self.where[obj] = rec
             a.holding = None
+            before = self.taken_from.get(obj)
+            if before:
+                before.discard(rec)
+                spot = self.game.spot
+                if any(spot[r] == spot[rec] for r in before):
+                    self.next_to.add(obj)
+                    self._flags_text = None
             return f"You move the {obj} to the {rec}.", True
         if verb in _TREAT:
             obj, _, appliance = rest.partition(" with ")
@@ -194,7 +252,7 @@ class World:
         if verb == "slice":
             obj, _, knife = rest.partition(" with ")
             self.sliced.add(obj)
-            return f"You slice the {obj} with the {knife}.", True
+            return f"You sliced the {obj} with the {knife}.", True
         if verb == "examine":
             if rest in self.game.rec_type:
                 return self.describe(rest), True
@@ -204,24 +262,46 @@ class World:
             return (f"You are carrying: a {held}." if held else "You are not carrying anything."), True
         if verb == "look":
             return self.look(agent), True
+        if verb == "help":
+            return HELP, True
         raise AssertionError(f"admissible command without a rule: {command!r}")
 
     # ----- text -------------------------------------------------------------------------------------
     def describe(self, rec: str) -> str:
-        if self.game.rec_type[rec] in data.OPENABLE:
+        if rec in self.game.openable:
             if rec not in self.opened:
                 return f"The {rec} is closed."
             return f"The {rec} is open. In it, you see {_listing(self.contents[rec])}."
         return f"On the {rec}, you see {_listing(self.contents[rec])}."
 
     def describe_object(self, obj: str) -> str:
-        flags = [f for f, s in (("hot", self.hot), ("cool", self.cool), ("clean", self.clean),
-                                ("sliced", self.sliced), ("on", self.lit)) if obj in s]
-        if not flags:
-            return f"There's nothing special about {obj}."
-        return f"This is a {', '.join(flags)} {obj}." if "on" not in flags else f"The {obj} is on."
+        """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
+        if obj in self.game.receptacle_objects:
+            return f"This is a normal {obj}. In it, you see nothing."
+        clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
+        sliced = " sliced" if obj in self.sliced else ""
+        if clean and (hot or cool):
+            return f"This is a {'hot' if hot else 'cool'} and clean{sliced} {obj}."
+        if sliced and (clean or hot or cool):
+            return f"This is a {'clean' if clean else 'hot' if hot else 'cool'} sliced {obj}."
+        if hot or clean:
+            return f"This is a {'hot' if hot else 'clean'} {obj}."
+        if cool:
+            return f"This is a cold {obj}."
+        if obj in self.game.toggleable:
+            return f"This {obj} is {'on' if obj in self.lit else 'off'}."
+        if sliced:
+            return f"This is a sliced {obj}."
+        return f"There's nothing special about {obj}."
 
     def intro(self) -> str:
+        game = self.game
+        text = game.__dict__.get("_intro")  # static per game: made once
+        if text is None:
+            text = game.__dict__["_intro"] = self._intro()
+        return text
+
+    def _intro(self) -> str:
         game = self.game
         if len(game.rooms) == 1:
             return ("You are in the middle of a room. Looking quickly around you, you see "
@@ -239,45 +319,55 @@ class World:
         return " ".join([self.intro(), *seen])
 
     def look(self, agent: str) -> str:
-        loc = self.agents[agent].location
-        if loc is None:
-            return self.intro()
-        return f"You are facing the {loc}. Next to it, you see nothing."
+        recs = self.at_hand(agent)
+        if not recs:  # ALFWorld lists the receptacles at the agent's spot: none in the middle
+            return "You are in the middle of a room. Looking quickly around you, you see nothing."
+        near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
+                      key=self.game.order.__getitem__)
+        return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
 
     # ----- state ------------------------------------------------------------------------------------
     def signature(self) -> tuple:
         """Everything that defines the state, in a canonical order (the game fixes dict orders)."""
         return (self.game.task_id,
-                tuple((n, a.location, a.holding) for n, a in sorted(self.agents.items())),
+                tuple((n, self._spot(a), a.holding) for n, a in sorted(self.agents.items())),
                 tuple(self.where.values()),
                 tuple(sorted(self.opened)), tuple(sorted(self.hot)), tuple(sorted(self.cool)),
-                tuple(sorted(self.clean)), tuple(sorted(self.sliced)), tuple(sorted(self.lit)))
+                tuple(sorted(self.clean)), tuple(sorted(self.sliced)), tuple(sorted(self.lit)),
+                tuple(sorted(self.next_to)))
 
     def key(self, *extra) -> str:
         """Stable digest of ``signature()`` (plus ``extra``), the same in every process.
 
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
-        agents = "".join([f"{n};{a.location};{a.holding};" for n, a in sorted(self.agents.items())])
+        agents = "".join([f"{n};{self._spot(a)};{a.holding};" for n, a in sorted(self.agents.items())])
         flags = self._flags_text
         if flags is None:
             flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
-                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}")
+                                        f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}"
+                                        f"{sorted(self.next_to) if self.next_to else ''}")
         text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+    def _spot(self, a: Agent) -> str | None:
+        """Where an agent stands: going to either of two receptacles on one spot is one state."""
+        return None if a.location is None else self.game.spot[a.location]
 
     def state_dict(self) -> dict:
         return {"agents": {n: {"location": a.location, "holding": a.holding}
                            for n, a in sorted(self.agents.items())},
                 "where": dict(self.where), "opened": sorted(self.opened), "hot": sorted(self.hot),
                 "cool": sorted(self.cool), "clean": sorted(self.clean),
-                "sliced": sorted(self.sliced), "lit": sorted(self.lit)}
+                "sliced": sorted(self.sliced), "lit": sorted(self.lit), "next_to": sorted(self.next_to)}
 
 
 def _listing(names: list[str]) -> str:
-    if not names:
-        return "nothing"
-    items = [f"a {n}" for n in names]
+    """ALFWorld's lists: always "a" (even "a apple 1"), ", and " before the last, even of two."""
+    return _names([f"a {n}" for n in names]) if names else "nothing"
+
+
+def _names(items: list[str]) -> str:
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + ", and " + items[-1]
@@ -289,8 +379,13 @@ _ARTICLES = re.compile(r"\b(?:the|a|an|some)\b ")
 
 
 def strict_command(text: str) -> str:
-    """Strict matching: exact text, surrounding spaces ignored; the older ALFWorld phrasing
-    ``put O in/on R`` is the same command as ``move O to R``."""
+    """Strict matching, as ALFWorld 0.4.2: exact text, surrounding spaces ignored."""
+    return text.strip()
+
+
+def legacy_command(text: str) -> str:
+    """Strict matching that also takes the ReAct-era ``put O in/on R`` (ALFWorld before 0.4:
+    the same command as today's ``move O to R``)."""
     command = text.strip()
     if command.startswith("put ") and " in/on " in command:
         obj, _, rec = command[4:].partition(" in/on ")

@@ -5,8 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from turngym.core.env import TurnEnv
-from turngym.envs.household import generator
-from turngym.envs.household.engine import NOT_ADMISSIBLE, READ_ONLY, World, lenient_command, strict_command
+from turngym.envs.household import alfworld_files, generator
+from turngym.envs.household.engine import (
+    HEADER,
+    NOT_ADMISSIBLE,
+    READ_ONLY,
+    World,
+    legacy_command,
+    lenient_command,
+    strict_command,
+)
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import goal_progress
 
@@ -16,24 +24,27 @@ INSTRUCTIONS = """\
 You are an agent in a household. Each turn you read what happened and reply with exactly one \
 command to solve the task given at the start.
 Commands: go to [receptacle], open [receptacle], close [receptacle], take [object] from \
-[receptacle], move [object] to [receptacle] (or: put [object] in/on [receptacle]), heat [object] \
-with [receptacle], cool [object] with [receptacle], clean [object] with [receptacle], use [lamp], \
-slice [object] with [knife], examine [something], inventory, look.
+[receptacle], move [object] to [receptacle], heat [object] with [receptacle], cool [object] with \
+[receptacle], clean [object] with [receptacle], use [lamp], slice [object] with [knife], \
+examine [something], inventory, look, help.
 Names carry their number, e.g. "mug 1", "countertop 2". You can hold one object at a time. \
 Closed receptacles must be opened before you take from or put into them. Heat with a microwave, \
-cool with a fridge, clean with a sinkbasin or bathtubbasin while holding the object.{listing}
+cool with a fridge, clean with a sinkbasin while holding the object.{listing}
 A command that cannot be done answers "Nothing happens." and changes nothing."""
 
 
 class HouseholdEnv(TurnEnv):
     """ALFWorld-style household text world in pure Python.
 
-    Options: ``kind`` room | easy | house | seq (which games), ``show_admissible`` (list the
-    admissible commands in info), ``list_actions_in_observation`` (also append them to each
-    observation, for small models), ``lenient`` (forgiving parser), ``paraphrase`` (goal text
+    Text and commands are ALFWorld 0.4.2's. Options: ``kind`` room | easy | house | seq (which
+    games), ``show_admissible`` (list the admissible commands in info),
+    ``list_actions_in_observation`` (also append them to each observation, for small models),
+    ``lenient`` (forgiving parser), ``legacy_commands`` (also take the ReAct-era
+    ``put X in/on Y``; the lenient parser takes it too), ``paraphrase`` (goal text
     with synonyms), ``reward_scale`` (success reward), ``shaped_reward`` (weight of the progress
     gain added each step), ``invalid_action_penalty`` (subtracted for an invalid command),
     ``reveal_contents`` (the first observation also says what lies on each open receptacle).
+    ``reset(options={"task": {"alfworld_game": PATH}})`` plays an ALFWorld ``.tw-pddl`` game file.
     """
 
     default_split = "train"
@@ -41,7 +52,8 @@ class HouseholdEnv(TurnEnv):
     def __init__(self, kind: str = "room", show_admissible: bool = True,
                  list_actions_in_observation: bool = False, lenient: bool = False,
                  paraphrase: bool = False, reward_scale: float = 1.0, shaped_reward: float = 0.0,
-                 invalid_action_penalty: float = 0.0, reveal_contents: bool = False, **kwargs: Any):
+                 invalid_action_penalty: float = 0.0, reveal_contents: bool = False,
+                 legacy_commands: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         if kind not in generator.KINDS:
             raise ValueError(f"kind: unknown {kind!r}; allowed: {list(generator.KINDS)}")
@@ -55,6 +67,7 @@ class HouseholdEnv(TurnEnv):
         self.show_admissible = show_admissible
         self.list_actions_in_observation = list_actions_in_observation
         self.lenient = lenient
+        self.legacy_commands = legacy_commands
         self.paraphrase = paraphrase
         self.reward_scale = float(reward_scale)
         self.shaped_reward = float(shaped_reward)
@@ -77,22 +90,32 @@ class HouseholdEnv(TurnEnv):
         return {"task_id": task_id, "split": split, "rooms": [r for r, _ in rooms],
                 "layouts": [i for _, i in rooms], "task_types": tasks}
 
+    def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
+        task = options.get("task")
+        if isinstance(task, dict) and "alfworld_game" in task and "task_id" not in task:
+            # a game file is its own task: its path is its id
+            options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
+        return super()._choose_task(options)
+
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
-        game = generator.build_game(task["task_id"])
+        if "alfworld_game" in task:
+            game = alfworld_files.load_game(task["alfworld_game"])
+        else:
+            self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
+            game = generator.build_game(task["task_id"])
         self.world = World(game, (AGENT,))
         self.goal_index = 0
         self.progress = self.best_progress = 0.0
         self.key = self.world.key(0)
         intro = self.world.overview() if self.reveal_contents else self.world.intro()
-        obs = f"{intro}\n\nYour task is to: {self._goal_texts()[0]}"
+        obs = f"{HEADER}\n\n{intro}\n\nYour task is to: {self._goal_texts()[0]}"
         return self._observe(obs), self._fields(True, None, {"success": 0.0, "shaping": 0.0,
                                                              "invalid_penalty": 0.0})
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         world = self.world
-        command = strict_command(action)
+        command = (legacy_command if self.legacy_commands else strict_command)(action)
         if self.lenient and not world.is_admissible(AGENT, command):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)

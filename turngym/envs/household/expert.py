@@ -10,7 +10,6 @@ from any reachable state: after random play, mid-task, holding the wrong thing.
 
 from __future__ import annotations
 
-from turngym.envs.household import data
 from turngym.envs.household.engine import World
 from turngym.envs.household.tasks import (
     LOOK,
@@ -29,21 +28,22 @@ def expert_action(world: World, agent: str, goal: Goal) -> str:
         return "look"
     game = world.game
     a = world.agents[agent]
-    loc, held = a.location, a.holding
+    held = a.holding
+    loc = None if a.location is None else game.spot[a.location]  # plans run on spots
     objects = game.by_type.get(goal.obj_type, ())
 
     if goal.task_type == LOOK:
         lamps = list(game.by_type.get(goal.rec_type, ()))
         if held in objects:
-            lamp = min(lamps, key=lambda x: (_dist(loc, world.where[x]), game.order[x]))
-            spot = world.where[lamp]
-            return _go(spot) if loc != spot else f"use {lamp}"
+            lamp = min(lamps, key=lambda x: (_dist(loc, _at(world, x)), game.order[x]))
+            place = world.where[lamp]
+            return _go(place) if loc != game.spot[place] else f"use {lamp}"
         if held is not None:
             return _put_away(world, agent)
         # cheapest object, counting the walk to the nearest lamp afterwards
         def look_cost(o: str) -> int:
             place = world.where[o]
-            return _fetch_cost(world, loc, place) + min(_dist(place, world.where[x]) + 1
+            return _fetch_cost(world, loc, place) + min(_dist(game.spot[place], _at(world, x)) + 1
                                                        for x in lamps)
         return _fetch(world, loc, _cheapest(world, _free(world, objects), look_cost))
 
@@ -60,20 +60,22 @@ def expert_action(world: World, agent: str, goal: Goal) -> str:
         candidates = _free(world, objects)
 
     def place_cost(start: str | None) -> tuple[int, str]:
-        return min((_dist(start, r) + (not world.accessible(r)) + 1, game.order[r], r)
+        return min((_dist(start, game.spot[r]) + (not world.accessible(r)) + 1, game.order[r], r)
                    for r in targets)[::2]
 
     def treat_cost(start: str | None, obj: str) -> tuple[int, str | None]:
         if flag is None or obj in treated:
             return 0, None
-        return min((_dist(start, r) + 1, game.order[r], r) for r in appliances)[::2]
+        return min((_dist(start, game.spot[r]) + 1, game.order[r], r) for r in appliances)[::2]
 
     if held in objects:
         cost, appliance = treat_cost(loc, held)
         if appliance is not None:
-            return _go(appliance) if loc != appliance else f"{TREATMENT_VERB[flag]} {held} with {loc}"
+            if loc != game.spot[appliance]:
+                return _go(appliance)
+            return f"{TREATMENT_VERB[flag]} {held} with {appliance}"
         _, target = place_cost(loc)
-        if loc != target:
+        if loc != game.spot[target]:
             return _go(target)
         if not world.accessible(target):
             return f"open {target}"
@@ -83,13 +85,18 @@ def expert_action(world: World, agent: str, goal: Goal) -> str:
 
     def full_cost(o: str) -> int:
         place = world.where[o]
-        t_cost, appliance = treat_cost(place, o)
-        return _fetch_cost(world, loc, place) + t_cost + place_cost(appliance or place)[0]
+        t_cost, appliance = treat_cost(game.spot[place], o)
+        return _fetch_cost(world, loc, place) + t_cost + place_cost(game.spot[appliance or place])[0]
     return _fetch(world, loc, _cheapest(world, candidates, full_cost))
 
 
 def _dist(a: str | None, b: str | None) -> int:
+    """Steps between two spots (one "go to" reaches any receptacle; none on the same spot)."""
     return 0 if a == b else 1
+
+
+def _at(world: World, obj: str) -> str:
+    return world.game.spot[world.where[obj]]
 
 
 def _go(rec: str) -> str:
@@ -108,14 +115,14 @@ def _cheapest(world: World, objects: list[str], cost) -> str | None:
 
 
 def _fetch_cost(world: World, loc: str | None, place: str) -> int:
-    return _dist(loc, place) + (not world.accessible(place)) + 1
+    return _dist(loc, world.game.spot[place]) + (not world.accessible(place)) + 1
 
 
 def _fetch(world: World, loc: str | None, obj: str | None) -> str:
     if obj is None:  # every fitting object is in another agent's hand: wait
         return "look"
     place = world.where[obj]
-    if loc != place:
+    if loc != world.game.spot[place]:
         return _go(place)
     if not world.accessible(place):
         return f"open {place}"
@@ -127,9 +134,10 @@ def _put_away(world: World, agent: str) -> str:
     game = world.game
     a = world.agents[agent]
     held_type = game.obj_type[a.holding]
-    spots = [r for r in game.receptacles if held_type in data.ACCEPTS[game.rec_type[r]]]
-    spot = min(spots, key=lambda r: (_dist(a.location, r) + (not world.accessible(r)), game.order[r]))
-    if a.location != spot:
+    loc = None if a.location is None else game.spot[a.location]
+    spots = [r for r in game.receptacles if held_type in game.can_contain.get(game.rec_type[r], ())]
+    spot = min(spots, key=lambda r: (_dist(loc, game.spot[r]) + (not world.accessible(r)), game.order[r]))
+    if loc != game.spot[spot]:
         return _go(spot)
     if not world.accessible(spot):
         return f"open {spot}"

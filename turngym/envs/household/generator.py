@@ -1,15 +1,20 @@
-"""Seeded, lazy generation of layouts, games and task ids.
+"""Seeded, lazy generation of games and task ids on ALFWorld's 120 real floor plans.
 
 Nothing is stored on disk: a task id names everything needed to rebuild its game,
 
-    <kind>/<split>/<world>/<tasks>/<n>      e.g.  room/train/kitchen-07/pick_heat_then_place/0012
+    <kind>/<split>/<world>/<tasks>/<n>      e.g.  room/train/kitchen-7/pick_heat_then_place/0012
 
-``kind`` is ``room`` (one room), ``easy`` (a small room, pick-and-place only), ``house`` (four rooms,
-world ``house-K-L-B-T`` names one layout per room type) or ``seq`` (two tasks joined by ``+``).
+``kind`` is ``room`` (one floor plan), ``easy`` (4 open receptacles of a plan, pick-and-place
+only), ``house`` (four plans, world ``house-K-L-B-T`` names one per room type) or ``seq`` (two
+tasks joined by ``+``). The world names an AI2-THOR floor plan (kitchens 1-30, living rooms
+201-230, bedrooms 301-330, bathrooms 401-430) as ALFWorld's wheel describes it: its receptacle
+instances, which of them share a spot, and its object types (data.SCENES). Splits follow ALFRED:
+``valid_unseen`` plays its held-out plans (10, 219, 308, 424), ``train`` and ``valid_seen`` the
+other training plans; ALFRED's test plans (1-6, 201-206, ...) have no public games and are unused.
+Objects are placed the way ALFRED samples them: every pickable type of the plan 1-3 times
+(the goal's object up to 4), each in a random receptacle instance whose type can contain it.
 The game is drawn from ``random.Random(task_id)`` (string seeds hash with SHA-512, so the game is
-the same on every machine and process). Layouts are numbered per room type; layouts
-``UNSEEN_LAYOUTS`` never appear in ``train`` or ``valid_seen``, so a layout's split depends on its
-number only.
+the same on every machine and process).
 """
 
 from __future__ import annotations
@@ -21,96 +26,169 @@ from functools import cache, lru_cache
 from turngym.envs.household import data
 from turngym.envs.household.tasks import Goal, goal_text
 
-LAYOUTS_PER_ROOM = 40
-SEEN_LAYOUTS = tuple(range(34))
-UNSEEN_LAYOUTS = tuple(range(34, LAYOUTS_PER_ROOM))
 SPLIT_SIZES = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
 SPLITS = tuple(SPLIT_SIZES)
 KINDS = ("room", "easy", "house", "seq")
 EASY_RECEPTACLES = 4
-MIN_DISTRACTOR_TYPES = 4
-GAME_CACHE_SIZE = 4096  # built games kept (~13 kB each; all train games of a kind fit)
+GAME_CACHE_SIZE = 4096  # built games kept (all train games of a kind fit)
 
 
 @dataclass(frozen=True)
 class RoomLayout:
     room_type: str
-    index: int
-    receptacles: tuple[tuple[str, int], ...]  # (type, count), in a fixed order
-    object_types: tuple[str, ...]  # object types that may appear (each fits some receptacle here)
-    lamp_holder: str | None  # receptacle type whose first instance holds a desklamp
+    index: int  # the floor plan's number
+    receptacles: tuple[tuple[str, int], ...]  # (type, spot), in the plan's order
+    object_types: tuple[str, ...]  # pickable types that fit some receptacle of the plan
+    lamps: tuple[str, ...]  # lamp types of the plan
 
 
 @dataclass
 class Game:
-    """A game's static part. ``World`` (engine.py) holds the mutable state built from it."""
+    """A game's static part. ``World`` (engine.py) holds the mutable state built from it.
+
+    Only the first fields are required; the rest default to what ALFWorld's tables say (every
+    receptacle on a spot of its own, openability and capabilities by type, ALFWorld-style PDDL
+    ids). A game read from an ALFWorld game file (alfworld_files.py) sets them all."""
 
     task_id: str
     kind: str
     rooms: tuple[str, ...]  # room types, in order
-    receptacles: tuple[str, ...]  # names in display order
+    receptacles: tuple[str, ...]  # names
     rec_type: dict[str, str]
     rec_room: dict[str, str]
-    obj_type: dict[str, str]  # every object (lamps included) -> type; insertion order is canonical
+    obj_type: dict[str, str]  # every object (lamps included) -> type
     initial_place: dict[str, str]  # object -> receptacle
     goals: tuple[Goal, ...]
     goal_texts: tuple[str, ...]
     paraphrased_texts: tuple[str, ...]
+    spot: dict[str, str] = field(default_factory=dict)  # receptacle -> where one stands to reach it
+    openable: frozenset[str] = None  # receptacle names
+    ids: dict[str, str] = field(default_factory=dict)  # name -> PDDL id (fixes every listing order)
+    pickupable: frozenset[str] = None  # object names, likewise below
+    toggleable: frozenset[str] = None
+    heatable: frozenset[str] = None
+    coolable: frozenset[str] = None
+    cleanable: frozenset[str] = None
+    sliceable: frozenset[str] = None
+    can_contain: dict[str, frozenset[str]] = None  # receptacle type -> object types
+    receptacle_objects: frozenset[str] = frozenset()  # ALFWorld's isReceptacleObject (import only)
+    initial_flags: dict[str, frozenset[str]] = field(default_factory=dict)  # "opened"/"hot"/... -> names
+    goal_formula: object = None  # a PDDL goal read from a game file (alfworld_files.py), else None
     order: dict[str, int] = field(default_factory=dict)  # display rank of every name
     by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)  # type -> objects/receptacles
-    goto: dict[str | None, list[str]] = field(default_factory=dict)  # location -> "go to" commands
+    spot_recs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # spot -> receptacles there
+    goto: dict[str | None, list[str]] = field(default_factory=dict)  # spot -> "go to" commands
     initial_contents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # rec -> objects
 
     def __post_init__(self) -> None:
-        names = sorted([*self.receptacles, *self.obj_type], key=_natural)
+        types = {**self.rec_type, **self.obj_type}
+        if not self.spot:
+            self.spot = {r: f"loc {i}" for i, r in enumerate(self.receptacles)}
+        if self.openable is None:
+            self.openable = frozenset(r for r, t in self.rec_type.items() if t in data.OPENABLE)
+        objects = self.obj_type.items()
+        for name, table in (("heatable", data.HEATABLE), ("coolable", data.COOLABLE),
+                            ("cleanable", data.CLEANABLE), ("sliceable", data.SLICEABLE),
+                            ("toggleable", data.LAMPS)):
+            if getattr(self, name) is None:
+                setattr(self, name, frozenset(o for o, t in objects if t in table))
+        if self.pickupable is None:
+            self.pickupable = frozenset(o for o, t in objects if t not in data.LAMPS)
+        if self.can_contain is None:
+            self.can_contain = data.ACCEPTS
+        # ALFWorld lists things in the order of their ids (see pddl_ids; the same order is
+        # computed here without building the ids, which only the exporter needs)
+        names = sorted(types, key=self.ids.__getitem__ if self.ids else _id_order(types))
         self.order = {n: i for i, n in enumerate(names)}
+        self.receptacles = tuple(sorted(self.receptacles, key=lambda r: (
+            self.rooms.index(self.rec_room[r]), self.order[r])))
         by_type: dict[str, list[str]] = {}
         for n in names:
-            by_type.setdefault(self.rec_type.get(n) or self.obj_type[n], []).append(n)
+            by_type.setdefault(types[n], []).append(n)
         self.by_type = {t: tuple(v) for t, v in by_type.items()}
+        spot_recs: dict[str, list[str]] = {}
+        for r in self.receptacles:
+            spot_recs.setdefault(self.spot[r], []).append(r)
+        self.spot_recs = {s: tuple(v) for s, v in spot_recs.items()}
         contents: dict[str, list[str]] = {r: [] for r in self.receptacles}
         for obj, rec in self.initial_place.items():
             contents[rec].append(obj)
         self.initial_contents = {r: tuple(sorted(v, key=self.order.__getitem__))
                                  for r, v in contents.items()}
-        every = [f"go to {r}" for r in self.receptacles]
-        self.goto = {None: every}
-        for r in self.receptacles:
-            self.goto[r] = [c for c in every if c != f"go to {r}"]
+        self.goto = _GoTo(sorted(f"go to {r}" for r in self.receptacles), self.spot_recs)
+
+    def pddl_ids(self) -> dict[str, str]:
+        return self.ids or pddl_ids({**self.rec_type, **self.obj_type})
 
 
-@lru_cache(maxsize=16384)  # names repeat across games ("cabinet 3"): sort keys are reused
-def _natural(name: str) -> tuple[str, int]:
-    base, _, num = name.rpartition(" ")
-    return (base, int(num)) if num.isdigit() else (name, 0)
+class _GoTo(dict):
+    """spot -> its "go to" commands (none for the receptacles at the spot), made on first use."""
+
+    def __init__(self, every: list[str], spot_recs: dict[str, tuple[str, ...]]):
+        super().__init__({None: every})
+        self.spot_recs = spot_recs
+
+    def __missing__(self, spot: str) -> list[str]:
+        recs = self.spot_recs[spot]
+        value = self[spot] = [c for c in self[None] if c[6:] not in recs]
+        return value
+
+
+def _id_order(types: dict[str, str]):
+    """Sort key equal to sorting by pddl_ids: (id prefix, rank); every prefix ends in "_bar_"
+    and no type holds "_", so no prefix begins another and the tuples sort like the strings."""
+    counts: dict[str, int] = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+
+    def key(name: str) -> tuple[str, int]:
+        t = types[name]
+        return _ID_PREFIX.get(t) or _prefix(t), counts[t] - int(name.rpartition(" ")[2])
+    return key
+
+
+_ID_PREFIX: dict[str, str] = {}
+
+
+def _prefix(t: str) -> str:
+    value = _ID_PREFIX[t] = f"{t[:-5]}_bar_" if t.endswith("basin") else f"{t}_bar_"
+    return value
+
+
+def pddl_ids(types: dict[str, str]) -> dict[str, str]:
+    """ALFWorld-style PDDL ids for names "<type> <n>" such that ALFWorld's own renaming (sort the
+    ids, then hand out numbers per type from the highest down) gives back the same names:
+    "cabinet 3" of 3 -> "cabinet_bar_000". Basins keep ALFWorld's shape ("sink_bar_000_bar_sinkbasin")."""
+    counts: dict[str, int] = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+    ids = {}
+    for name, t in types.items():
+        rank = counts[t] - int(name.rpartition(" ")[2])
+        if t.endswith("basin"):
+            ids[name] = f"{t[:-5]}_bar_{rank:03d}_bar_{t}"
+        else:
+            ids[name] = f"{t}_bar_{rank:03d}"
+    return ids
 
 
 # ----- layouts ---------------------------------------------------------------------------------
 @cache
+def scene_numbers(room_type: str, split: str) -> tuple[int, ...]:
+    wanted = "unseen" if split == "valid_unseen" else "seen"
+    return tuple(n for n, sc in data.SCENES.items() if sc.room == room_type and sc.split == wanted)
+
+
+@cache
 def room_layout(room_type: str, index: int) -> RoomLayout:
     if room_type not in data.ROOM_TYPES:
         raise ValueError(f"room_type: unknown {room_type!r}; allowed: {list(data.ROOM_TYPES)}")
-    if not 0 <= index < LAYOUTS_PER_ROOM:
-        raise ValueError(f"layout index: {index} is outside 0..{LAYOUTS_PER_ROOM - 1}")
-    rng = random.Random(f"layout/{room_type}/{index}")
-    receptacles = []
-    for rtype, (lo, hi) in data.ROOM_RECEPTACLES[room_type].items():
-        count = rng.randint(lo, hi)
-        if count:
-            receptacles.append((rtype, count))
-    lamp_holder = None
-    if room_type in ("livingroom", "bedroom"):  # the look-at-in-light task needs a lamp
-        present = [t for t, _ in receptacles if t in data.LAMP_HOLDERS]
-        if not present:
-            receptacles.append(("sidetable", 1))
-            present = ["sidetable"]
-        lamp_holder = rng.choice(present)
-    rng.shuffle(receptacles)
-    types = {t for t, _ in receptacles}
-    fits = [o for o in data.ROOM_OBJECTS[room_type] if any(o in data.ACCEPTS[t] for t in types)]
-    keep = max(8, round(len(fits) * rng.uniform(0.55, 0.85)))
-    objects = tuple(sorted(rng.sample(fits, min(keep, len(fits)))))
-    return RoomLayout(room_type, index, tuple(receptacles), objects, lamp_holder)
+    scene = data.SCENES.get(index)
+    if scene is None or scene.room != room_type:
+        raise ValueError(f"layout: {room_type} has no floor plan {index}")
+    types = {t for t, _ in scene.receptacles}
+    objects = tuple(o for o in scene.objects if any(o in data.ACCEPTS[t] for t in types))
+    return RoomLayout(room_type, index, scene.receptacles, objects, scene.lamps)
 
 
 # ----- task ids --------------------------------------------------------------------------------
@@ -121,20 +199,22 @@ def task_ids(kind: str, split: str) -> tuple[str, ...]:
         raise ValueError(f"kind: unknown {kind!r}; allowed: {list(KINDS)}")
     if split not in SPLIT_SIZES:
         raise ValueError(f"split: unknown {split!r}; allowed: {list(SPLITS)}")
-    layouts = UNSEEN_LAYOUTS if split == "valid_unseen" else SEEN_LAYOUTS
     rng = random.Random(f"ids/{kind}/{split}")
     ids = []
     for i in range(SPLIT_SIZES[split]):
         if kind == "house":
-            world = "house-" + "-".join(f"{rng.choice(layouts):02d}" for _ in data.ROOM_TYPES)
+            world = "house-" + "-".join(str(rng.choice(scene_numbers(room, split)))
+                                        for room in data.ROOM_TYPES)
             tasks = data.TASK_TYPES[i % len(data.TASK_TYPES)]
         else:
             room = data.ROOM_TYPES[i % len(data.ROOM_TYPES)]
-            world = f"{room}-{rng.choice(layouts):02d}"
             room_tasks = ("pick_and_place_simple",) if kind == "easy" else data.ROOM_TASKS[room]
             tasks = room_tasks[(i // len(data.ROOM_TYPES)) % len(room_tasks)]
             if kind == "seq":
                 tasks += "+" + rng.choice(room_tasks)
+            plans = [n for n in scene_numbers(room, split)
+                     if all(_goal_options(t, (room_layout(room, n),), ()) for t in tasks.split("+"))]
+            world = f"{room}-{rng.choice(plans)}"
         ids.append(f"{kind}/{split}/{world}/{tasks}/{i:04d}")
     return tuple(ids)
 
@@ -159,9 +239,7 @@ def parse_task_id(task_id: str) -> tuple[str, str, list[tuple[str, int]], list[s
         if len(task_list) != (2 if kind == "seq" else 1):
             raise ValueError
         for room, idx in rooms:
-            if room not in data.ROOM_TYPES or not 0 <= idx < LAYOUTS_PER_ROOM:
-                raise ValueError
-            if (idx in UNSEEN_LAYOUTS) != (split == "valid_unseen"):
+            if room not in data.ROOM_TYPES or idx not in scene_numbers(room, split):
                 raise ValueError
         allowed = data.TASK_TYPES if kind == "house" else data.ROOM_TASKS[rooms[0][0]]
         if kind == "easy":
@@ -171,8 +249,8 @@ def parse_task_id(task_id: str) -> tuple[str, str, list[tuple[str, int]], list[s
     except ValueError:
         raise ValueError(
             f"task_id: {task_id!r} is not a household task id; expected "
-            "'<room|easy|house|seq>/<split>/<room>-<layout>/<task type>/<n>', e.g. "
-            "'room/train/kitchen-07/pick_heat_then_place/0012' (see env.task_ids(split))") from None
+            "'<room|easy|house|seq>/<split>/<room>-<floor plan>/<task type>/<n>', e.g. "
+            "'room/train/kitchen-7/pick_heat_then_place/0012' (see env.task_ids(split))") from None
     return kind, split, rooms, task_list
 
 
@@ -185,57 +263,40 @@ def build_game(task_id: str) -> Game:
     if kind == "easy":
         layouts = [_easy_layout(layouts[0], rng)]
 
-    # receptacles, numbered per type across the whole world
-    counters: dict[str, int] = {}
-    rec_type: dict[str, str] = {}
-    rec_room: dict[str, str] = {}
-    room_recs: dict[str, list[str]] = {}
-    for lay in layouts:
-        room_recs[lay.room_type] = []
-        for rtype, count in lay.receptacles:
-            for _ in range(count):
-                counters[rtype] = counters.get(rtype, 0) + 1
-                name = f"{rtype} {counters[rtype]}"
-                rec_type[name] = rtype
-                rec_room[name] = lay.room_type
-                room_recs[lay.room_type].append(name)
+    rec_type, rec_room, spot, room_recs, fits = _receptacles(tuple(layouts))
+    goals = _choose_goals(task_list, layouts, rng)
 
-    goals = _choose_goals(task_list, layouts, rec_type, rng)
-
-    # objects: the goal objects first (so they surely exist), then distractors
+    # the goal's objects never start where the goal wants them (it would be met at once)
     excluded: dict[str, set[str]] = {}  # object type -> receptacle types it must not start in
     for g in goals:
         if g.task_type != "look_at_obj_in_light":
             excluded.setdefault(g.obj_type, set()).add(g.rec_type)
+
+    def spots_for(room: str, otype: str) -> list[str]:
+        banned = excluded.get(otype, ())
+        return [r for r in fits.get((room, otype), ()) if rec_type[r] not in banned]
+
     counts: dict[tuple[str, str], int] = {}  # (room, object type) -> count
-    for g in goals:
-        room = rng.choice([lay.room_type for lay in layouts if _placeable(g.obj_type, lay, room_recs,
-                                                                         rec_type, excluded)])
-        low = 2 if g.task_type == "pick_two_obj_and_place" else 1
-        counts[(room, g.obj_type)] = max(counts.get((room, g.obj_type), 0), rng.randint(low, low + 1))
-    goal_types = {g.obj_type for g in goals}
     for lay in layouts:
-        pool = [o for o in lay.object_types if o not in goal_types
-                and _placeable(o, lay, room_recs, rec_type, excluded)]
+        pool = [o for o in lay.object_types if spots_for(lay.room_type, o)]
         if kind == "easy":
-            chosen = rng.sample(pool, min(len(pool), rng.randint(2, 3)))
-        else:
-            chosen = [o for o in pool if rng.random() < 0.75]
-            if len(chosen) < min(MIN_DISTRACTOR_TYPES, len(pool)):  # keep the search non-trivial
-                chosen = rng.sample(pool, min(MIN_DISTRACTOR_TYPES, len(pool)))
-        for o in chosen:
-            counts[(lay.room_type, o)] = rng.choice((1, 1, 1, 2, 2, 3))
+            pool = rng.sample(pool, min(len(pool), rng.randint(2, 3)))
+        for o in pool:
+            counts[(lay.room_type, o)] = rng.randint(1, data.MAX_INSTANCES)
+    for g in goals:  # ALFRED: 1..PICKUP_REPEAT_MAX of the target (two for the two-object task)
+        room = rng.choice([lay.room_type for lay in layouts if spots_for(lay.room_type, g.obj_type)])
+        low = 2 if g.task_type == "pick_two_obj_and_place" else 1
+        high = data.PICKUP_REPEAT_MAX if kind != "easy" else low + 1
+        counts[(room, g.obj_type)] = max(counts.get((room, g.obj_type), 0), rng.randint(low, high))
 
     instances: list[tuple[str, str]] = []  # (object type, receptacle)
     for (room, otype), n in counts.items():
-        spots = [r for r in room_recs[room] if otype in data.ACCEPTS[rec_type[r]]
-                 and rec_type[r] not in excluded.get(otype, ())]
+        spots = spots_for(room, otype)
         instances += [(otype, rng.choice(spots)) for _ in range(n)]
-    for lay in layouts:
-        if lay.lamp_holder and kind != "easy":
-            holder = next(r for r in room_recs[lay.room_type] if rec_type[r] == lay.lamp_holder)
-            instances.append(("desklamp", holder))
-    rng.shuffle(instances)
+    if kind != "easy":
+        for lay in layouts:
+            for lamp in lay.lamps:
+                instances.append((lamp, rng.choice(_lamp_holders(room_recs[lay.room_type], rec_type))))
     numbers: dict[str, int] = {}
     obj_type: dict[str, str] = {}
     initial_place: dict[str, str] = {}
@@ -244,51 +305,71 @@ def build_game(task_id: str) -> Game:
         name = f"{otype} {numbers[otype]}"
         obj_type[name] = otype
         initial_place[name] = rec
-    obj_type = dict(sorted(obj_type.items(), key=lambda kv: _natural(kv[0])))
-    initial_place = {o: initial_place[o] for o in obj_type}
 
     phrasing = [rng.randrange(2) for _ in goals]
     texts = tuple(goal_text(g, p) for g, p in zip(goals, phrasing))
     para_rng = random.Random(f"paraphrase/{task_id}")
     paraphrased = tuple(goal_text(g, p, para_rng) for g, p in zip(goals, phrasing))
-    receptacles = tuple(sorted(rec_type, key=lambda r: (rooms_order(layouts, rec_room[r]),
-                                                        _natural(r))))
     return Game(task_id=task_id, kind=kind, rooms=tuple(lay.room_type for lay in layouts),
-                receptacles=receptacles, rec_type=rec_type, rec_room=rec_room, obj_type=obj_type,
+                receptacles=tuple(rec_type), rec_type=dict(rec_type), rec_room=rec_room, obj_type=obj_type,
                 initial_place=initial_place, goals=goals, goal_texts=texts,
-                paraphrased_texts=paraphrased)
+                paraphrased_texts=paraphrased, spot=spot)
 
 
-def rooms_order(layouts: list[RoomLayout], room: str) -> int:
-    return next(i for i, lay in enumerate(layouts) if lay.room_type == room)
+@lru_cache(maxsize=1024)  # one per floor plan (or house): shared by all its games
+def _receptacles(layouts: tuple[RoomLayout, ...]) -> tuple:
+    """Receptacle names (numbered per type across the world, in the plans' order), their types,
+    rooms and spots, the names per room, and (room, object type) -> receptacles that take it."""
+    counters: dict[str, int] = {}
+    rec_type: dict[str, str] = {}
+    rec_room: dict[str, str] = {}
+    spot: dict[str, str] = {}
+    room_recs: dict[str, list[str]] = {}
+    fits: dict[tuple[str, str], list[str]] = {}
+    for lay in layouts:
+        room_recs[lay.room_type] = []
+        for rtype, where in lay.receptacles:
+            counters[rtype] = counters.get(rtype, 0) + 1
+            name = f"{rtype} {counters[rtype]}"
+            rec_type[name] = rtype
+            rec_room[name] = lay.room_type
+            spot[name] = f"{lay.index}/{where}"
+            room_recs[lay.room_type].append(name)
+            for otype in data.ACCEPTS[rtype]:
+                fits.setdefault((lay.room_type, otype), []).append(name)
+    return rec_type, rec_room, spot, room_recs, fits
+
+
+def _lamp_holders(recs: list[str], rec_type: dict[str, str]) -> list[str]:
+    """Where a lamp may stand: the first lamp-holder type the room has, else any receptacle that
+    needs no opening (ALFWorld's use needs the lamp in a receptacle; the wheel has no positions)."""
+    for holder in data.LAMP_HOLDERS:
+        found = [r for r in recs if rec_type[r] == holder]
+        if found:
+            return found
+    return [r for r in recs if rec_type[r] not in data.OPENABLE]
 
 
 def _easy_layout(base: RoomLayout, rng: random.Random) -> RoomLayout:
-    """A few always-open receptacles of the base layout, one of each type: everything in sight."""
-    types = [t for t, _ in base.receptacles if t not in data.OPENABLE
-             and sum(o in data.ACCEPTS[t] for o in base.object_types) >= 2]
+    """A few always-open receptacles of the base plan, one of each type, each on a spot of its
+    own: everything in sight."""
+    types = sorted({t for t, _ in base.receptacles if t not in data.OPENABLE
+                    and sum(o in data.ACCEPTS[t] for o in base.object_types) >= 2})
     chosen = rng.sample(types, min(EASY_RECEPTACLES, len(types)))
     objects = tuple(o for o in base.object_types
                     if sum(o in data.ACCEPTS[t] for t in chosen) >= 2)
-    return RoomLayout(base.room_type, base.index, tuple((t, 1) for t in chosen), objects, None)
+    return RoomLayout(base.room_type, base.index, tuple((t, i) for i, t in enumerate(chosen)),
+                      objects, ())
 
 
-def _placeable(otype: str, lay: RoomLayout, room_recs: dict[str, list[str]],
-               rec_type: dict[str, str], excluded: dict[str, str]) -> bool:
-    return otype in lay.object_types and any(
-        otype in data.ACCEPTS[rec_type[r]] and rec_type[r] not in excluded.get(otype, ())
-        for r in room_recs[lay.room_type])
-
-
-def _choose_goals(task_list: list[str], layouts: list[RoomLayout], rec_type: dict[str, str],
+def _choose_goals(task_list: list[str], layouts: list[RoomLayout],
                   rng: random.Random) -> tuple[Goal, ...]:
-    del rec_type  # the layouts name the same receptacle types
     goals: list[Goal] = []
     for task_type in task_list:
         options = _goal_options(task_type, tuple(layouts), tuple(goals))
         fresh = [g for g in options if all(g.obj_type != old.obj_type for old in goals)]
         options = fresh or options
-        if not options:  # cannot happen with the tables in data.py; keep the error readable
+        if not options:  # task_ids only names feasible ones; keep the error readable
             raise RuntimeError(f"no feasible {task_type} goal in {[lay.room_type for lay in layouts]}")
         goals.append(rng.choice(options))
     return tuple(goals)
@@ -310,8 +391,8 @@ def _goal_options(task_type: str, layouts: tuple[RoomLayout, ...],
         room_types = {t for t, _ in lay.receptacles}
         for otype in lay.object_types:
             if task_type == "look_at_obj_in_light":
-                if lay.lamp_holder and (otype, "desklamp") not in taken:
-                    options.append(Goal(task_type, otype, "desklamp"))
+                options += [Goal(task_type, otype, lamp) for lamp in lay.lamps
+                            if (otype, lamp) not in taken]
                 continue
             capable, appliances = _processing(task_type)
             if capable is not None and (otype not in capable or not appliances & set(rec_types)):

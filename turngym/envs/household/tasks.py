@@ -77,9 +77,9 @@ def goal_progress(world: World, goal: Goal) -> float:
     objects = game.by_type.get(goal.obj_type, ())
     holding = [a for a in world.agents.values() if a.holding in objects]
     if goal.task_type == LOOK:
-        for a in holding:
-            if a.location is not None and any(world.obj_type_of(x) in data.LAMPS and x in world.lit
-                                              for x in world.contents[a.location]):
+        for a in holding:  # a lit lamp of the goal's type in a receptacle at the agent's spot
+            if any(world.obj_type_of(x) == goal.rec_type and x in world.lit
+                   for r in world.at_hand(a.name) for x in world.contents[r]):
                 return 1.0
         return 0.5 if holding else 0.0
     held = 1.0 if holding else 0.0
