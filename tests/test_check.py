@@ -234,7 +234,8 @@ MULTIAGENT = ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0", "
 
 @pytest.mark.parametrize("env_id", MULTIAGENT)
 def test_multiagent_apart_from_invalid_actions(env_id):
-    _ok(check_env(env_id, episodes=4, checks=["expert", "floor", "shortcut", "seed"]))
+    # 10 tasks: with 4, one lucky win of a random seat is already 25% (the floor is 15%)
+    _ok(check_env(env_id, episodes=10, checks=["expert", "floor", "shortcut", "seed"]))
 
 
 @pytest.mark.parametrize("env_id", MULTIAGENT)
