@@ -69,7 +69,8 @@ def _human_order(catalog: Catalog) -> list[int]:
     order = getattr(catalog, "_human_order", None)
     if order is None:
         order = list(range(catalog.num_human_goals()))
-        random.Random(f"turngym-shop-human-{catalog.name}").shuffle(order)
+        if catalog.meta.get("goal_order") != "webshop":  # WebShop imports are stored in its order
+            random.Random(f"turngym-shop-human-{catalog.name}").shuffle(order)
         catalog._human_order = order
     return order
 
@@ -94,7 +95,7 @@ def make_goal(catalog: Catalog, index: int) -> dict[str, Any]:
     if catalog.num_human_goals():
         human = catalog.human_goal(_human_order(catalog)[index])
         product = catalog.product(human["asin"])
-        base, attributes, options = human["instruction"].rstrip(" ."), human["attributes"], human["options"]
+        base, attributes, options = human["instruction"].strip("."), human["attributes"], human["options"]
         option_text = ""
     else:
         product = catalog.product_at(rng.randrange(catalog.size))
