@@ -81,29 +81,61 @@ def _title_case(text: str) -> str:
     return " ".join(w if any(ch.isdigit() for ch in w) else w[:1].upper() + w[1:] for w in text.split())
 
 
-def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str, Any]:
-    dept, root, sub, spec = _SUBCATS[rng.randrange(len(_SUBCATS))]
-    noun = rng.choice(spec["nouns"])
-    attributes = rng.sample(spec["attributes"], rng.randint(2, 4))
-    use = rng.choice(spec["uses"])
-    brand = _brand(rng)
-    adjective = rng.choice(vocab.GENERIC_ADJECTIVES)
+def _pick_options(spec: dict, rng: random.Random) -> dict[str, list[str]]:
     options: dict[str, list[str]] = {}
     for group, kind in spec["options"].items():
         values = vocab.COLORS if kind == "color" else vocab.OPTION_VALUES[kind]
-        if rng.random() < 0.85:  # some products come in one variant only
+        if rng.random() < 0.9:  # some products come in one variant only
             k = min(len(values), rng.randint(2, 6))
             start = rng.randrange(len(values))
             picked = [values[(start + j) % len(values)] for j in range(k)] if kind != "color" \
                 else rng.sample(values, k)
             options[group] = picked
-    title_attrs = [a for a in attributes[:2] if not a.startswith("for ")]
+    return options
+
+
+def generate_product(index: int, rng: random.Random, seed: int = 0,
+                     like: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One product; with ``like`` (another product's ``_make`` record) a near-duplicate of it:
+    the same kind of product for the same use, sharing most attributes, often the same brand,
+    with other option values and another price, so that only a careful comparison tells them apart."""
+    if like is None:
+        sub_index = rng.randrange(len(_SUBCATS))
+        dept, root, sub, spec = _SUBCATS[sub_index]
+        noun, use = rng.choice(spec["nouns"]), rng.choice(spec["uses"])
+        attributes = rng.sample(spec["attributes"], rng.randint(2, 4))
+        brand = _brand(rng)
+        lo, hi = _PRICE_BANDS[dept]
+        price = round(lo + (hi - lo) * rng.random() ** 2, 2)
+    else:
+        sub_index, noun, use = like["sub"], like["noun"], like["use"]
+        dept, root, sub, spec = _SUBCATS[sub_index]
+        attributes = list(like["attributes"])
+        spare = [a for a in spec["attributes"] if a not in attributes]
+        cheaper = rng.random() < 0.35
+        if spare and (cheaper or rng.random() < 0.4):  # one attribute differs (always when cheaper)
+            attributes[rng.randrange(len(attributes))] = spare[rng.randrange(len(spare))]
+        rng.shuffle(attributes)
+        brand = like["brand"] if rng.random() < 0.6 else _brand(rng)
+        # a clearly different price: reading prices against the budget tells most of them apart
+        factor = rng.uniform(0.55, 0.85) if cheaper else rng.uniform(1.3, 2.2)
+        price = round(like["price"] * factor, 2)
+    adjective = rng.choice(vocab.GENERIC_ADJECTIVES)
+    if like is None:
+        options = _pick_options(spec, rng)
+    else:  # mostly the same choices, one fewer here and there
+        options = {}
+        for group, values in like["options"].items():
+            values = list(values)
+            if len(values) > 2 and rng.random() < 0.4:
+                values.pop(rng.randrange(len(values)))
+            options[group] = values
+    # the title names at most one attribute: the others are only in the bullets and description
+    title_attr = next((a for a in attributes if not a.startswith("for ")), "") if rng.random() < 0.6 else ""
     spec_text = ""
     if "size" in options and rng.random() < 0.4:
         spec_text = ", " + options["size"][0]
-    title = _title_case(f"{brand} {adjective} {' '.join(title_attrs)} {noun} for {use}") + spec_text
-    lo, hi = _PRICE_BANDS[dept]
-    price = round(lo + (hi - lo) * rng.random() ** 2, 2)
+    title = _title_case(" ".join(w for w in (brand, adjective, title_attr, noun, "for", use) if w)) + spec_text
     bullets = [
         f"{attributes[0].capitalize()}: this {noun} is made to last, {rng.choice(['tested', 'designed', 'built'])} "
         f"for {use}.",
@@ -119,7 +151,7 @@ def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str,
         score = rng.choice([3, 4, 4, 5, 5, 5, 2])
         reviews.append({"score": score, "title": rng.choice(vocab.REVIEW_TITLES),
                         "body": rng.choice(vocab.REVIEW_BODIES).format(noun=noun, attribute=attributes[0])})
-    return {
+    product = {
         "asin": make_asin(index, seed),
         "title": title,
         "category": dept,
@@ -133,13 +165,33 @@ def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str,
         "rating": round(sum(r["score"] for r in reviews) / len(reviews), 1),
         "reviews": reviews,
     }
+    make = {"sub": sub_index, "noun": noun, "use": use, "attributes": attributes, "brand": brand, "price": price,
+            "options": options}
+    return product, make
+
+
+FAMILY_SIZES = [1, 2, 3, 3, 4, 4, 5, 6]  # a product and its near-duplicates
 
 
 def generate_catalog(size: int | str, seed: int = 0) -> list[dict[str, Any]]:
-    """``size`` products, identical for the same (size, seed) on every machine."""
+    """``size`` products, identical for the same (size, seed) on every machine. Products come in
+    families of near-duplicates (``family``: [first index, count]), listed together."""
     n = catalog_size(size)
     rng = random.Random(f"turngym-shop-catalog-{seed}")
-    return [generate_product(i, rng, seed) for i in range(n)]
+    products: list[dict[str, Any]] = []
+    while len(products) < n:
+        count = min(rng.choice(FAMILY_SIZES), n - len(products))
+        first = len(products)
+        base, make = generate_product(first, rng, seed)
+        family = [base] + [generate_product(first + j, rng, seed, like=make)[0] for j in range(1, count)]
+        order = list(range(count))
+        rng.shuffle(order)  # the original is not always listed first
+        for j, k in enumerate(order):
+            product = family[k]
+            product["asin"] = make_asin(first + j, seed)
+            product["family"] = [first, count]
+            products.append(product)
+    return products
 
 
 # ----- WebShop's own files --------------------------------------------------------------------

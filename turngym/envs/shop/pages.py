@@ -85,8 +85,12 @@ class ShopSession:
 
     # ----- queries ----------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"task_id": self.goal["task_id"], "page": self.page.to_dict(), "visited": list(self.visited),
-                "done": self.done}
+        """The true state, flat (hashing it is a measurable share of a step): the page as one JSON
+        text, the visited products in visiting order."""
+        page = self.page
+        return {"task_id": self.goal["task_id"], "done": self.done, "visited": ",".join(self.visited),
+                "page": json.dumps([page.kind, page.query, page.page, page.asin, page.options, page.detail],
+                                   ensure_ascii=False)}
 
     def results(self, query: str) -> list[str]:
         if self._results is None or self._results[0] != query:

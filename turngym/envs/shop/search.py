@@ -133,6 +133,7 @@ class Catalog:
         self._doclen = None
         self._avgdl = 1.0
         self._postings_cache: dict[str, tuple[Any, Any]] = {}
+        self._contrib_cache: dict[tuple, tuple[Any, Any]] = {}
 
     def product_at(self, index: int) -> dict[str, Any]:
         p = self._by_id.get(index)
@@ -212,21 +213,26 @@ class Catalog:
         b = self.bm25_b if b is None else b
         if self._doclen is None:
             self._load_doclen()
-        norm = 1.0 - b + b * self._doclen / self._avgdl
         scores = np.zeros(self.size, dtype=np.float64)
         touched = []
         for term in terms:
-            docs, tf = self._postings(term)
+            key = (term, k1, b, idf_kind)
+            hit = self._contrib_cache.get(key)
+            if hit is None:  # each term's per-document share is fixed for a catalog: compute it once
+                docs, tf = self._postings(term)
+                n = len(docs)
+                if idf_kind == "lucene":
+                    idf = math.log(1.0 + (self.size - n + 0.5) / (n + 0.5))
+                else:
+                    idf = math.log((self.size - n + 0.5) / (n + 0.5)) if n else 0.0
+                    if idf <= 0.0:
+                        idf = 1e-6
+                norm = 1.0 - b + b * self._doclen[docs] / self._avgdl
+                hit = self._contrib_cache[key] = (docs, idf * (tf * (k1 + 1.0)) / (tf + k1 * norm))
+            docs, contrib = hit
             if len(docs) == 0:
                 continue
-            n = len(docs)
-            if idf_kind == "lucene":
-                idf = math.log(1.0 + (self.size - n + 0.5) / (n + 0.5))
-            else:
-                idf = math.log((self.size - n + 0.5) / (n + 0.5))
-                if idf <= 0.0:
-                    idf = 1e-6
-            scores[docs] += idf * (tf * (k1 + 1.0)) / (tf + k1 * norm[docs])
+            scores[docs] += contrib
             touched.append(docs)
         if not touched:
             return []
