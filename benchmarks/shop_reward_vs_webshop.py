@@ -10,7 +10,7 @@ Cases: for goals of the generated 1k catalog, the purchase of the target with th
 options, with random options, with the options' case changed or punctuated, and the purchase of
 other products (from the goal's search results and at random) with random options.
 
-    python benchmarks/shop_reward_vs_webshop.py --webshop /path/to/WebShop [--goals 2000]
+    python benchmarks/shop_reward_vs_webshop.py --webshop /path/to/WebShop [--goals 2000] [--thefuzz 0.19.0]
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ from turngym.envs.shop import goals as goals_mod  # noqa: E402
 from turngym.envs.shop.reward import purchase_reward, title_nouns  # noqa: E402
 from turngym.envs.shop.search import open_catalog  # noqa: E402
 
-REQUIREMENTS = ["thefuzz==0.22.1", "rich"]
+
+def requirements(thefuzz: str) -> list[str]:
+    # thefuzz >= 0.20 scores through rapidfuzz (what turngym reproduces); WebShop pins 0.19.0,
+    # which without python-Levenshtein scores with difflib's SequenceMatcher
+    return [f"thefuzz=={thefuzz}", "rich"]
 
 
 def _webshop_product(p: dict) -> dict:
@@ -73,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--webshop", required=True, help="folder of a WebShop checkout")
     parser.add_argument("--goals", type=int, default=2000)
+    parser.add_argument("--thefuzz", default="0.22.1", help="thefuzz version for the reference side")
     args = parser.parse_args()
     goal_py = Path(args.webshop) / "web_agent_site" / "engine" / "goal.py"
     if not goal_py.exists():
@@ -89,7 +94,7 @@ def main() -> None:
         payload.append({"product": _webshop_product(p), "goal": {k: g[k] for k in (
             "query", "product_category", "name", "attributes", "goal_options", "price_upper")},
             "price": p["price"], "options": o})
-    python = reference_python("webshop-goal", REQUIREMENTS)
+    python = reference_python(f"webshop-goal-thefuzz{args.thefuzz}", requirements(args.thefuzz))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
         json.dump({"cases": payload, "nouns": nouns}, f)
     t0 = time.perf_counter()

@@ -39,7 +39,7 @@ _NOUN_ENDS = frozenset(
     "oil ingredients acid c 50 coating light life microphone 5.0 3.0 alloy release nylon hdr protection "
     "vision detection audio control hd closure pockets waistband neck sole foam support mesh box "
     "movement silver steel flavors pocket frame space wood strap base protein sleeve fit design "
-    "topper pigmented skin wash day".split())
+    "topper".split())
 # attributes said in other words (the goal still names the catalog's phrase)
 _SAID_OTHERWISE = {
     "machine wash": ["that can go in the washing machine", "that i can machine wash"],
