@@ -39,10 +39,12 @@ _NOUN_ENDS = frozenset(
     "oil ingredients acid c 50 coating light life microphone 5.0 3.0 alloy release nylon hdr protection "
     "vision detection audio control hd closure pockets waistband neck sole foam support mesh box "
     "movement silver steel flavors pocket frame space wood strap base protein sleeve fit design "
-    "topper".split())
+    "topper preservatives".split())
 # attributes said in other words (the goal still names the catalog's phrase)
 _SAID_OTHERWISE = {
     "machine wash": ["that can go in the washing machine", "that i can machine wash"],
+    "works with alexa": ["that works with alexa", "compatible with alexa"],
+    "hand wash only": ["that must be washed by hand", "that is hand wash only"],
     "machine washable": ["that can go in the washing machine", "that i can throw in the wash"],
     "waterproof": ["that keeps water out", "that can get wet"],
     "water resistant": ["that can handle some water", "that stands up to water"],
@@ -86,6 +88,7 @@ _SAID_OTHERWISE = {
     "odor control": ["that keeps smells down", "that controls odors"],
     "chew resistant": ["that dogs can't chew through", "that stands up to chewing"],
 }
+_ALWAYS_OTHERWISE = frozenset(["machine wash", "works with alexa", "hand wash only"])  # awkward as "that is X"
 _FREE_OF = frozenset(["sulfate", "paraben", "fragrance", "gluten", "sugar", "bpa", "caffeine", "oil", "fat",
                       "nut"])  # "X free" said as "with no X"
 _NUMBER_WORDS = {"1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six",
@@ -105,7 +108,7 @@ _COLOR_SAYING = {"navy blue": ["navy"], "light gray": ["light grey", "pale gray"
                  "lavender purple": ["lavender"], "hot pink": ["hot-pink"], "olive green": ["olive"],
                  "mustard yellow": ["mustard"], "royal blue": ["royal-blue"], "rose gold": ["rose-gold"]}
 _PRICE_FORMS = [", and price lower than {b:.2f} dollars", ", under ${b:.0f}", " for under {b:.0f} dollars",
-                ", no more than ${b:.2f}", ", less than ${b:.0f}", " that costs less than {b:.0f} dollars",
+                ", no more than ${b:.2f}", ", less than ${b:.0f}", ", one that costs less than {b:.0f} dollars",
                 ". my budget is ${b:.0f}", ", priced below ${b:.2f}", " for less than ${b:.0f}",
                 ". keep it under {b:.0f} dollars"]
 
@@ -188,6 +191,8 @@ def _say_measure(kind: str, value: str, rng: random.Random) -> str:
     said = {"fl oz": ["ounce", "oz", "fluid ounce"], "ounce": ["oz", "-ounce"], "pound": ["lb", "lbs", "-pound"],
             "feet": ["ft", "foot"]}[unit]
     unit_said = rng.choice(said)
+    if unit_said == "lbs":
+        return f"{n} {'lb' if n == '1' else 'lbs'}"
     if unit_said.startswith("-"):
         return rng.choice([f"{_a(n)} {n}{unit_said} one", f"in the {n}{unit_said} size"])
     return rng.choice([f"in the {_number(n, rng)} {unit_said} size", f"{_a(n)} {n}-{unit_said} one",
@@ -209,8 +214,8 @@ def _is_plural(noun: str) -> bool:
 def _attribute_clause(attribute: str, plural: bool, rng: random.Random) -> str:
     if attribute.startswith("for "):
         return attribute
-    if attribute in _SAID_OTHERWISE and rng.random() < 0.6:
-        return rng.choice(_SAID_OTHERWISE[attribute])
+    if attribute in _SAID_OTHERWISE and (attribute in _ALWAYS_OTHERWISE or rng.random() < 0.6):
+        return _agree(rng.choice(_SAID_OTHERWISE[attribute]), plural)
     if attribute.endswith(" free") and attribute[:-5] in _FREE_OF and rng.random() < 0.5:
         thing = attribute[:-5]
         return rng.choice([f"with no {thing}", f"free of {thing}", f"without {thing}"])
@@ -219,6 +224,24 @@ def _attribute_clause(attribute: str, plural: bool, rng: random.Random) -> str:
     be = "are" if plural else "is"
     return rng.choice([f"that {be} {attribute}", f"which {be} {attribute}", f"that's {attribute}"
                        if not plural else f"that are {attribute}"])
+
+
+def _agree(phrase: str, plural: bool) -> str:
+    """Make a "that ..." clause agree with a plural product ("that keeps" -> "that keep")."""
+    if not plural or not phrase.startswith("that "):
+        return phrase
+    words = phrase.split(" ")
+    verb = words[1]
+    plural_of = {"is": "are", "has": "have", "doesn't": "don't", "isn't": "aren't", "that's": "are"}
+    if verb in plural_of:
+        words[1] = plural_of[verb]
+    elif verb.endswith("ies"):
+        words[1] = verb[:-3] + "y"
+    elif verb.endswith(("ches", "shes", "sses", "xes")):
+        words[1] = verb[:-2]
+    elif verb.endswith("s") and not verb.endswith("ss") and verb not in ("was",):
+        words[1] = verb[:-1]
+    return " ".join(words)
 
 
 def _join(parts: list[str]) -> str:
@@ -249,10 +272,15 @@ def instruction(noun: str, attributes: list[str], options: list[str], price_uppe
     if shape < 0.45 or not said:
         text = head + (" " + _join(clauses) if clauses else "") + (", " + _join(said) if said else "")
     elif shape < 0.75:
-        text = head + " " + _join(said) + (", " + _join(clauses) if clauses else "")
+        sep = ", " if said[0].startswith(("the ", "a ", "an ", "just ", "that ", "size ")) else " "
+        text = head + sep + _join(said) + (", " + _join(clauses) if clauses else "")
     else:  # two sentences: the thing, then the options
-        lead = "i'd like" if said[0].startswith(("the ", "a ", "an ", "just ")) else \
-            f"i want {'them' if plural else 'it'}"
+        if said[0].startswith(("the ", "a ", "an ", "just ")):
+            lead = "i'd like"
+        elif said[0].startswith(("that ", "with ", "made ")):
+            lead = "i'd like some" if plural else "i'd like one"
+        else:
+            lead = f"i want {'them' if plural else 'it'}"
         text = head + (" " + _join(clauses) if clauses else "") + f". {lead} " + _join(said)
     if price_upper is not None:
         text += rng.choice(_PRICE_FORMS).format(b=price_upper)
