@@ -97,9 +97,6 @@ class ShopSession:
             self._results = (query, self.catalog.search(query))
         return self._results[1]
 
-    def num_result_pages(self, query: str) -> int:
-        return max(1, -(-len(self.results(query)) // RESULTS_PER_PAGE))
-
     def clickables(self, page: Page | None = None) -> list[Clickable]:
         """Everything clickable on ``page`` (default: the current one), in page order."""
         page = page or self.page
