@@ -228,12 +228,22 @@ class Catalog:
                     if idf <= 0.0:
                         idf = 1e-6
                 norm = 1.0 - b + b * self._doclen[docs] / self._avgdl
-                hit = self._contrib_cache[key] = (docs, idf * (tf * (k1 + 1.0)) / (tf + k1 * norm))
+                contrib = idf * (tf * (k1 + 1.0)) / (tf + k1 * norm)
+                if n > self.size // 8:  # a common word ("color"): a dense add beats a scatter
+                    dense = np.zeros(self.size, dtype=np.float64)
+                    dense[docs] = contrib
+                    hit = (None, dense)
+                else:
+                    hit = (docs, contrib)
+                self._contrib_cache[key] = hit
             docs, contrib = hit
-            if len(docs) == 0:
+            if docs is None:
+                scores += contrib
+            elif len(docs):
+                scores[docs] += contrib
+            else:
                 continue
-            scores[docs] += contrib
-            touched.append(docs)
+            touched.append(contrib)
         if not touched:
             return []
         candidates = np.flatnonzero(scores)  # every matching row has a score > 0
