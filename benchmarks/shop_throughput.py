@@ -1,4 +1,4 @@
-"""Shop throughput: catalog build time, env steps/s (text_rich, mixed search/click play),
+"""Shop throughput: catalog build time, env steps/s (text mode, mixed search/click play),
 search latency p50/p99 and memory, on the 1k and 100k catalogs.
 
 Reference: WebShop itself needs Java/pyserini, a spaCy model download and Flask, so it is not run
@@ -40,7 +40,8 @@ def rss_mb() -> float:
 
 
 def mixed_play(env, steps: int, seed: int = 0) -> dict:
-    """Random play over admissible clicks; on the search page, search 2-6 words of the goal."""
+    """Random play over admissible clicks; on the search page (and on 5% of other steps, as search
+    works everywhere), search 2-6 words of the goal."""
     from turngym.envs.shop.env import goal_keywords
 
     rng = random.Random(seed)
@@ -50,13 +51,13 @@ def mixed_play(env, steps: int, seed: int = 0) -> dict:
     start = time.perf_counter()
     for _ in range(steps):
         session = env.session
-        if session.page.kind == "search":
+        clicks = [a for a in env.admissible_actions() if a.startswith("click[")]
+        if session.page.kind == "search" or rng.random() < 0.05:
             words = goal_keywords(env.task["instruction_text"]).split()
             action = f"search[{' '.join(rng.sample(words, min(len(words), rng.randint(2, 6))))}]"
             searches += 1
         else:
-            actions = env.admissible_actions()
-            action = "click[back to search]" if rng.random() < 0.15 else rng.choice(actions)
+            action = "click[back to search]" if rng.random() < 0.15 else rng.choice(clicks)
         _, _, term, trunc, _ = env.step(action)
         if term or trunc:
             episodes += 1

@@ -48,8 +48,8 @@ def test_handler_walks_the_same_path_as_the_env(env):
         assert status == 200
         assert session.state()["page"] == env.session.state()["page"]
         # the same clickables, in the same order, on the page and in the env
-        assert [f"click[{link['label']}]" for link in page_links(session)] == (
-            [] if session.page.kind == "search" else info["admissible_actions"])
+        labels = dict.fromkeys(f"click[{link['label']}]" for link in page_links(session))
+        assert list(labels) == [a for a in info["admissible_actions"] if a.startswith("click[")]
         for link in page_links(session):
             assert unescape(link["text"]) in unescape(body)
         if term or trunc:
@@ -78,7 +78,8 @@ def test_bad_urls_leave_the_session_alone(env):
     session = new_session(env.catalog, make_goal(env.catalog, 1))
     handle_request(session, "GET", "/results?q=tea")
     before = session.state()
-    for method, path in [("GET", "/item/B0NOTHERE0"), ("GET", "/results?q=tea&page=99"),
+    for method, path in [("GET", "/item/B0NOTHERE0"), ("GET", "/results?q=tea&page=1001"),
+                         ("GET", "/results?q=tea&page=0"),
                          ("GET", "/results?q=tea&page=x"), ("GET", "/nowhere"),
                          ("GET", f"/buy/{session.results('tea')[0]}?q=tea"),
                          ("GET", f"/item/{session.results('tea')[0]}/specs?q=tea")]:
@@ -121,7 +122,8 @@ def test_serve_over_http(env):
             assert status == 200
         buy = unescape(re.search(r'<form method="post" action="([^"]+)"', body).group(1))
         status, body = _http(opener, base + buy, data=b"")
-        assert status == 200 and "1.0000" in body and "Next task" in body and session.reward == 1.0
+        assert status == 200 and "Your score (min 0.0, max 1.0)" in body and "Next task" in body
+        assert session.reward == 1.0
         assert product["asin"] in body
         status, body = _http(opener, base + "/new")
         assert status == 200 and len(site.sessions) == 2 and "Search" in body

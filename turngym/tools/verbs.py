@@ -48,7 +48,7 @@ HOUSEHOLD_VERBS = [
 ]
 
 SHOP_VERBS = [
-    verb("search", "search[{query}]", "Search the shop for products (only on a page with a search box).",
+    verb("search", "search[{query}]", "Search the shop for products (works on every page).",
          query="Keywords, e.g. 'red cotton t-shirt under 20 dollars'."),
     verb("click", "click[{target}]", "Click a button, product id or option value shown on the page.",
          target="The lower-cased button text, product id or option value, e.g. 'buy now', 'b07xyz1234', 'large'."),

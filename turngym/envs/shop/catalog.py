@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,29 +81,61 @@ def _title_case(text: str) -> str:
     return " ".join(w if any(ch.isdigit() for ch in w) else w[:1].upper() + w[1:] for w in text.split())
 
 
-def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str, Any]:
-    dept, root, sub, spec = _SUBCATS[rng.randrange(len(_SUBCATS))]
-    noun = rng.choice(spec["nouns"])
-    attributes = rng.sample(spec["attributes"], rng.randint(2, 4))
-    use = rng.choice(spec["uses"])
-    brand = _brand(rng)
-    adjective = rng.choice(vocab.GENERIC_ADJECTIVES)
+def _pick_options(spec: dict, rng: random.Random) -> dict[str, list[str]]:
     options: dict[str, list[str]] = {}
     for group, kind in spec["options"].items():
         values = vocab.COLORS if kind == "color" else vocab.OPTION_VALUES[kind]
-        if rng.random() < 0.85:  # some products come in one variant only
+        if rng.random() < 0.9:  # some products come in one variant only
             k = min(len(values), rng.randint(2, 6))
             start = rng.randrange(len(values))
             picked = [values[(start + j) % len(values)] for j in range(k)] if kind != "color" \
                 else rng.sample(values, k)
             options[group] = picked
-    title_attrs = [a for a in attributes[:2] if not a.startswith("for ")]
+    return options
+
+
+def generate_product(index: int, rng: random.Random, seed: int = 0,
+                     like: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One product; with ``like`` (another product's ``_make`` record) a near-duplicate of it:
+    the same kind of product for the same use, sharing most attributes, often the same brand,
+    with other option values and another price, so that only a careful comparison tells them apart."""
+    if like is None:
+        sub_index = rng.randrange(len(_SUBCATS))
+        dept, root, sub, spec = _SUBCATS[sub_index]
+        noun, use = rng.choice(spec["nouns"]), rng.choice(spec["uses"])
+        attributes = rng.sample(spec["attributes"], rng.randint(2, 4))
+        brand = _brand(rng)
+        lo, hi = _PRICE_BANDS[dept]
+        price = round(lo + (hi - lo) * rng.random() ** 2, 2)
+    else:
+        sub_index, noun, use = like["sub"], like["noun"], like["use"]
+        dept, root, sub, spec = _SUBCATS[sub_index]
+        attributes = list(like["attributes"])
+        spare = [a for a in spec["attributes"] if a not in attributes]
+        cheaper = rng.random() < 0.35
+        if spare and (cheaper or rng.random() < 0.4):  # one attribute differs (always when cheaper)
+            attributes[rng.randrange(len(attributes))] = spare[rng.randrange(len(spare))]
+        rng.shuffle(attributes)
+        brand = like["brand"] if rng.random() < 0.6 else _brand(rng)
+        # a clearly different price: reading prices against the budget tells most of them apart
+        factor = rng.uniform(0.55, 0.85) if cheaper else rng.uniform(1.3, 2.2)
+        price = round(like["price"] * factor, 2)
+    adjective = rng.choice(vocab.GENERIC_ADJECTIVES)
+    if like is None:
+        options = _pick_options(spec, rng)
+    else:  # mostly the same choices, one fewer here and there
+        options = {}
+        for group, values in like["options"].items():
+            values = list(values)
+            if len(values) > 2 and rng.random() < 0.4:
+                values.pop(rng.randrange(len(values)))
+            options[group] = values
+    # the title names at most one attribute: the others are only in the bullets and description
+    title_attr = next((a for a in attributes if not a.startswith("for ")), "") if rng.random() < 0.6 else ""
     spec_text = ""
     if "size" in options and rng.random() < 0.4:
         spec_text = ", " + options["size"][0]
-    title = _title_case(f"{brand} {adjective} {' '.join(title_attrs)} {noun} for {use}") + spec_text
-    lo, hi = _PRICE_BANDS[dept]
-    price = round(lo + (hi - lo) * rng.random() ** 2, 2)
+    title = _title_case(" ".join(w for w in (brand, adjective, title_attr, noun, "for", use) if w)) + spec_text
     bullets = [
         f"{attributes[0].capitalize()}: this {noun} is made to last, {rng.choice(['tested', 'designed', 'built'])} "
         f"for {use}.",
@@ -118,7 +151,7 @@ def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str,
         score = rng.choice([3, 4, 4, 5, 5, 5, 2])
         reviews.append({"score": score, "title": rng.choice(vocab.REVIEW_TITLES),
                         "body": rng.choice(vocab.REVIEW_BODIES).format(noun=noun, attribute=attributes[0])})
-    return {
+    product = {
         "asin": make_asin(index, seed),
         "title": title,
         "category": dept,
@@ -132,13 +165,33 @@ def generate_product(index: int, rng: random.Random, seed: int = 0) -> dict[str,
         "rating": round(sum(r["score"] for r in reviews) / len(reviews), 1),
         "reviews": reviews,
     }
+    make = {"sub": sub_index, "noun": noun, "use": use, "attributes": attributes, "brand": brand, "price": price,
+            "options": options}
+    return product, make
+
+
+FAMILY_SIZES = [1, 2, 3, 3, 4, 4, 5, 6]  # a product and its near-duplicates
 
 
 def generate_catalog(size: int | str, seed: int = 0) -> list[dict[str, Any]]:
-    """``size`` products, identical for the same (size, seed) on every machine."""
+    """``size`` products, identical for the same (size, seed) on every machine. Products come in
+    families of near-duplicates (``family``: [first index, count]), listed together."""
     n = catalog_size(size)
     rng = random.Random(f"turngym-shop-catalog-{seed}")
-    return [generate_product(i, rng, seed) for i in range(n)]
+    products: list[dict[str, Any]] = []
+    while len(products) < n:
+        count = min(rng.choice(FAMILY_SIZES), n - len(products))
+        first = len(products)
+        base, make = generate_product(first, rng, seed)
+        family = [base] + [generate_product(first + j, rng, seed, like=make)[0] for j in range(1, count)]
+        order = list(range(count))
+        rng.shuffle(order)  # the original is not always listed first
+        for j, k in enumerate(order):
+            product = family[k]
+            product["asin"] = make_asin(first + j, seed)
+            product["family"] = [first, count]
+            products.append(product)
+    return products
 
 
 # ----- WebShop's own files --------------------------------------------------------------------
@@ -148,76 +201,101 @@ def _read_json(path: str | Path) -> Any:
         return json.load(f)
 
 
-def _price(pricing: Any) -> float | None:
-    """WebShop pricing is a list of one or two prices (a range) or a "$1.00 - $2.00" string."""
-    if isinstance(pricing, (int, float)):
-        return float(pricing)
-    if isinstance(pricing, str):
-        nums = [p.strip().lstrip("$").replace(",", "") for p in pricing.split("-")]
-        pricing = [float(p) for p in nums if p.replace(".", "", 1).isdigit()]
-    if isinstance(pricing, list) and pricing:
-        return float(min(pricing))
-    return None
+def webshop_pricing(pricing: Any) -> list[float]:
+    """WebShop's reading of a ``pricing`` field: every "$" amount in it (at most two: a range),
+    or [100.0] when there is none."""
+    if isinstance(pricing, (int, float)) and not isinstance(pricing, bool):
+        return [float(pricing)]
+    if isinstance(pricing, list):  # already numbers (a converted file)
+        numbers = [float(p) for p in pricing if isinstance(p, (int, float)) and not isinstance(p, bool)]
+        return numbers[:2] or [100.0]
+    if not pricing or not isinstance(pricing, str):
+        return [100.0]
+    out = []
+    for part in pricing.split("$")[1:]:
+        digits = re.sub(r"[^\d.]", "", part)
+        try:
+            out.append(float(digits))
+        except ValueError:
+            continue
+    return out[:2] or [100.0]
+
+
+def webshop_price(asin: str, pricing: list[float]) -> float:
+    """The price charged: the single price, or a point drawn uniformly in the range (WebShop
+    draws it from an unseeded RNG; here the draw is seeded by the asin, so it is reproducible)."""
+    if len(pricing) == 1:
+        return pricing[0]
+    return random.Random(f"webshop-price-{asin}").uniform(pricing[0], pricing[1])
+
+
+WEBSHOP_GOAL_SEED = 233  # WebShop shuffles its goal list with random.seed(233) before splitting
 
 
 def load_webshop_json(items: str | Path, attributes: str | Path | None = None,
-                      human_instructions: str | Path | None = None) -> tuple[list[dict], list[dict]]:
-    """Convert WebShop's product file (and optional attribute / human-goal files) to turngym shape.
+                      human_instructions: str | Path | None = None,
+                      num_products: int | None = None) -> tuple[list[dict], list[dict]]:
+    """Convert WebShop's product file (and optional attribute / human-goal files) to turngym shape,
+    as WebShop's ``load_products`` and ``get_human_goals`` read them.
 
-    Returns ``(products, human_goals)``; each human goal is a dict with ``asin``,
-    ``instruction`` (no price clause yet), ``attributes`` and ``options`` (chosen values).
-    Products without a price are dropped, as WebShop does.
+    Products: the first ``num_products`` records (all when None), skipping asins "nan" or longer
+    than 10 characters and repeated asins; option names and values lower-cased, "/" in values
+    written " | "; no price -> $100; attributes from the attribute file, else ["DUMMY_ATTR"].
+    Returns ``(products, human_goals)``; the human goals are WebShop's list in WebShop's order:
+    products in file order, each product's instructions in file order, those without attributes
+    skipped, then shuffled with ``random.seed(233)``, so goal ``i`` here is WebShop's goal ``i``.
+    Each is a dict with ``asin``, ``instruction`` (no price clause yet), ``attributes`` and
+    ``options``.
     """
     raw = _read_json(items)
+    if num_products is not None:
+        raw = raw[:num_products]
     attrs = _read_json(attributes) if attributes else {}
-    products = []
+    human = _read_json(human_instructions) if human_instructions else {}
+    products, seen = [], set()
+    goals: list[dict] = []
     for item in raw:
-        asin = item.get("asin")
-        price = _price(item.get("pricing"))
-        if not asin or price is None:
+        asin = str(item.get("asin", ""))
+        if asin == "nan" or not asin or len(asin) > 10 or asin in seen:
             continue
-        options = {}
+        seen.add(asin)
+        options: dict[str, list[str]] = {}
         for group, values in (item.get("customization_options") or {}).items():
-            vals = [str(v["value"] if isinstance(v, dict) else v).strip() for v in values or []]
-            if vals:
-                options[group.lower()] = vals
-        bullets = item.get("small_description") or []
-        if isinstance(bullets, str):
-            bullets = [bullets]
+            if values is None:
+                continue
+            options[group.lower()] = [
+                str(v["value"] if isinstance(v, dict) else v).strip().replace("/", " | ").lower() for v in values]
+        bullets = item.get("small_description")
+        bullets = bullets if isinstance(bullets, list) else [bullets if bullets is not None else ""]
         description = item.get("full_description") or ""
         if isinstance(description, list):
             description = " ".join(description)
+        pricing = webshop_pricing(item.get("pricing"))
         extra = attrs.get(asin, {})
         product = {
-            "asin": asin.upper(),
-            "title": (item.get("name") or item.get("title") or "").strip(),
+            "asin": asin,
+            "title": str(item.get("name") or item.get("title") or ""),
             "category": item.get("category", ""),
             "product_category": item.get("product_category", ""),
             "query": (item.get("query") or "").lower().strip(),
-            "price": price,
+            "price": webshop_price(asin, pricing),
+            "price_text": f"${pricing[0]}" if len(pricing) == 1 else f"${pricing[0]} to ${pricing[1]}",
             "options": options,
-            "attributes": list(extra.get("attributes", item.get("attributes", []))),
+            "attributes": list(extra["attributes"]) if "attributes" in extra else ["DUMMY_ATTR"],
             "bullet_points": [str(b) for b in bullets],
             "description": str(description),
-            "rating": float(item.get("average_rating") or 0.0) if str(item.get("average_rating", ""))
-            .replace(".", "", 1).isdigit() else 0.0,
-            "reviews": [{"score": int(r.get("score", 0) or 0), "title": r.get("title", ""),
-                         "body": r.get("body", "")} for r in item.get("Reviews", item.get("reviews", [])) or []],
+            "rating": None,  # WebShop shows "Rating: N.A." (its review file is not loaded)
+            "reviews": [],
         }
         if extra.get("instruction"):  # items_ins_v2's synthetic instruction, used for generated goals
             product["instruction_text"] = str(extra["instruction"]).strip().rstrip(".")
             product["instruction_attributes"] = list(extra.get("instruction_attributes", []))
         products.append(product)
-    goals: list[dict] = []
-    if human_instructions:
-        known = {p["asin"] for p in products}
-        for asin, rows in _read_json(human_instructions).items():
-            if asin.upper() not in known:
-                continue
-            for row in rows:
-                goals.append({"asin": asin.upper(), "instruction": row["instruction"].strip(),
-                              "attributes": list(row.get("instruction_attributes", [])),
-                              "options": [str(o) for o in row.get("instruction_options", [])]})
-    # file order must not decide splits: sort, and goals.py shuffles with a fixed seed
-    goals.sort(key=lambda g: (g["asin"], g["instruction"], g["attributes"], g["options"]))
+        for row in human.get(asin, []):
+            if not row.get("instruction_attributes"):
+                continue  # WebShop skips human goals without attributes
+            goals.append({"asin": asin, "instruction": str(row["instruction"]),
+                          "attributes": list(row["instruction_attributes"]),
+                          "options": list(row.get("instruction_options", []))})
+    random.Random(WEBSHOP_GOAL_SEED).shuffle(goals)
     return products, goals

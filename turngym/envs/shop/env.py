@@ -11,19 +11,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rapidfuzz import fuzz
-
 from turngym.core.env import TurnEnv
 from turngym.envs.shop import goals as goals_mod
 from turngym.envs.shop.pages import ShopSession
 from turngym.envs.shop.render import OBSERVATION_MODES, render
-from turngym.envs.shop.reward import FUZZY_THRESHOLD, normalize_color
+from turngym.envs.shop.reward import FUZZY_THRESHOLD, fuzzy_score, normalize_color
 from turngym.envs.shop.search import Catalog, open_catalog
 
 INSTRUCTIONS = """You are shopping in a web shop. Follow the instruction at the top of each page and buy \
 the product that best matches it.
 Actions (one per turn):
-  search[keywords]   search the catalog (only on the search page)
+  search[keywords]   search the catalog (on any page)
   click[x]           click a button: a product id, an option value, "back to search", "next >",
                      "< prev", "description", "features", "reviews" or "buy now"
 Choose every option the instruction asks for before you click[buy now]; buying ends the episode \
@@ -31,12 +29,15 @@ and scores how well the product, its options and its price match the instruction
 
 
 class ShopEnv(TurnEnv):
-    """A WebShop-style shop. Observation modes: text, text_rich, html."""
+    """A WebShop-style shop. Observation modes: text (WebShop's default for RL wrappers),
+    text_rich, html. ``info["extra"]["available_actions"]`` is WebShop's
+    ``{"has_search_bar", "clickables"}`` (also ``get_available_actions()``)."""
 
     default_split = "train"
 
     def __init__(self, catalog_size: int | str = "1k", catalog_seed: int = 0, catalog_path: str | None = None,
-                 observation_mode: str = "text_rich", invalid_action_penalty: float = 0.0, **kwargs: Any):
+                 observation_mode: str = "text", invalid_action_penalty: float = 0.0,
+                 bm25_k1: float = 0.9, bm25_b: float = 0.4, **kwargs: Any):
         super().__init__(**kwargs)
         if observation_mode not in OBSERVATION_MODES:
             raise ValueError(f"observation_mode: {observation_mode!r} is not a mode; "
@@ -45,8 +46,9 @@ class ShopEnv(TurnEnv):
             raise ValueError(f"invalid_action_penalty: {invalid_action_penalty!r} must be a number >= 0")
         self.observation_mode = observation_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
-        self.catalog: Catalog = open_catalog(catalog_size, catalog_seed, catalog_path)
+        self.catalog: Catalog = open_catalog(catalog_size, catalog_seed, catalog_path, bm25_k1, bm25_b)
         self.session: ShopSession | None = None
+        self._observation = ""
         self._goal_cache: dict[str, dict[str, Any]] = {}
         self._expert_searches = 0
 
@@ -78,24 +80,33 @@ class ShopEnv(TurnEnv):
             raise ValueError(f"reset options: task row lacks {sorted(missing)}")
         self.session = ShopSession(catalog=self.catalog, goal=task)
         self._expert_searches = 0
-        return self._observe(), {"extra": {"goal": task["instruction_text"]}}
+        self._observation = self._observe()
+        return self._observation, {"extra": {"goal": task["instruction_text"],
+                                             "available_actions": self.session.available_actions()}}
+
+    def get_available_actions(self) -> dict[str, Any]:
+        """WebShop's ``{"has_search_bar": bool, "clickables": [label, ...]}`` for the current page."""
+        return self.session.available_actions()
 
     def _step(self, action: str):
         session = self.session
         error = session.apply(action)
-        if error is not None:
+        if error is not None:  # as WebShop: the same page again, nothing changed; the reason in info
             penalty = -self.invalid_action_penalty
-            obs = f"Invalid action: {error}.\n\n{self._observe()}"
-            return obs, penalty, False, False, {
-                "action_valid": False, "parse_error": error, "reward_components": {"invalid_action": penalty}}
+            return self._observation, penalty, False, False, {
+                "action_valid": False, "parse_error": error, "reward_components": {"invalid_action": penalty},
+                "extra": {"available_actions": session.available_actions()}}
+        self._observation = self._observe()
         if not session.done:
-            return self._observe(), 0.0, False, False, {}
+            return self._observation, 0.0, False, False, {
+                "extra": {"available_actions": session.available_actions()}}
         reward = session.reward
         success = math.isclose(reward, 1.0, abs_tol=1e-9)
-        return self._observe(), reward, True, False, {
+        return self._observation, reward, True, False, {
             "reward_components": dict(session.reward_components),
             "is_success": success, "progress": reward, "done_reason": "purchased",
-            "extra": {"reward_details": dict(session.reward_details), "purchase": session.purchase},
+            "extra": {"reward_details": dict(session.reward_details), "purchase": session.purchase,
+                      "available_actions": session.available_actions()},
         }
 
     def state(self) -> Any:
@@ -120,27 +131,35 @@ class ShopEnv(TurnEnv):
         session, goal = self.session, self.task
         page = session.page
         target = goal["asin"].upper()
-        if page.kind == "search":
-            self._expert_searches += 1
-            if self._expert_searches == 1:
-                return f"search[{goal_keywords(goal['instruction_text'])}]"
-            return f"search[{goal['name']}]"
+        if page.kind == "search" or (page.kind == "results" and self._expert_searches == 0):
+            return self._expert_search(goal)
         labels = {c.label for c in session.clickables()}
         if page.kind == "results":
             if target.lower() in labels:
                 return f"click[{target.lower()}]"
-            if "next >" in labels and page.page < 5:
+            if page.page < 5 and session.results(page.query)[page.page * 10:]:
                 return "click[next >]"
-            return "click[back to search]"
-        if page.kind == "detail" or page.asin != target:
-            return "click[< prev]" if page.kind == "detail" else "click[back to search]"
+            return self._expert_search(goal)
+        if page.kind == "detail":
+            return "click[< prev]"
+        if page.asin != target:
+            return "click[< prev]"
         product = session.catalog.product(target)
         chosen = dict(page.options)
         for wanted in goal["goal_options"]:
             group, value = best_option(product["options"], wanted)
-            if group is not None and chosen.get(group) != value and value.lower() in labels:
+            if group is None or chosen.get(group) == value:
+                continue
+            clicked = session.click_target(value.lower())
+            if clicked is not None and clicked.group == group:
                 return f"click[{value.lower()}]"
         return "click[buy now]"
+
+    def _expert_search(self, goal: dict[str, Any]) -> str:
+        self._expert_searches += 1
+        if self._expert_searches == 1:
+            return f"search[{goal_keywords(goal['instruction_text'])}]"
+        return f"search[{goal['name']}]"
 
 
 def goal_keywords(instruction: str) -> str:
@@ -161,7 +180,7 @@ def best_option(options: dict[str, list[str]], wanted: str) -> tuple[str | None,
     best, best_score = (None, ""), FUZZY_THRESHOLD
     for group, values in options.items():
         for value in values:
-            score = fuzz.token_set_ratio(normalize_color(value), normalize_color(wanted))
+            score = fuzzy_score(normalize_color(value), normalize_color(wanted))
             if score > best_score:
                 best, best_score = (group, value), score
     return best

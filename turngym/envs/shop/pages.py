@@ -6,15 +6,18 @@ shopper's goal, current page, visited items and purchase. Every clickable on a p
 ``Clickable``: its lower-cased label (what ``click[...]`` names), the text shown, the page it
 leads to, and the URL that page has on the website (see ``turngym.envs.shop.web``).
 
-Actions (WebShop's): ``search[keywords]`` on the search page; ``click[label]`` where the label is
-a lower-cased button text (``back to search``, ``next >``, ``< prev``, ``description``,
-``features``, ``reviews``, ``buy now``), a product id, or an option value. ``click[buy now]``
-scores the purchase and ends the session. An invalid action changes nothing.
+Actions (WebShop's): ``search[keywords]`` on any page; ``click[label]`` where the label is a
+lower-cased button text (``back to search``, ``next >``, ``< prev``, ``description``,
+``features``, ``reviews``, ``buy now``), a product id, or an option value (when two option groups
+offer the same value, the last group's, as in WebShop). ``click[buy now]`` scores the purchase
+and ends the session. An invalid action changes nothing.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -23,8 +26,12 @@ from turngym.envs.shop.reward import purchase_reward
 from turngym.envs.shop.search import Catalog
 
 RESULTS_PER_PAGE = 10
+MAX_RESULT_PAGE = 1_000  # "Next >" never ends (as in WebShop); URLs may not jump past this
+MAX_ARGUMENT = 1_000  # longer search/click arguments are rejected (a 100 KB "query" is junk)
 DETAIL_TABS = ("description", "features", "reviews")
-_ACTION = re.compile(r"\b(search|click)\s*\[(.*?)\]", re.IGNORECASE | re.DOTALL)
+_WORD = re.compile(r"[a-z0-9]")
+# the argument may not hold brackets: this keeps the scan linear on any input (no backtracking)
+_ACTION = re.compile(r"\b(search|click)\s*\[([^\[\]]*)\]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -78,16 +85,17 @@ class ShopSession:
 
     # ----- queries ----------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"task_id": self.goal["task_id"], "page": self.page.to_dict(), "visited": list(self.visited),
-                "done": self.done}
+        """The true state, flat (hashing it is a measurable share of a step): the page as one JSON
+        text, the visited products in visiting order."""
+        page = self.page
+        return {"task_id": self.goal["task_id"], "done": self.done, "visited": ",".join(self.visited),
+                "page": json.dumps([page.kind, page.query, page.page, page.asin, page.options, page.detail],
+                                   ensure_ascii=False)}
 
     def results(self, query: str) -> list[str]:
         if self._results is None or self._results[0] != query:
             self._results = (query, self.catalog.search(query))
         return self._results[1]
-
-    def num_result_pages(self, query: str) -> int:
-        return max(1, -(-len(self.results(query)) // RESULTS_PER_PAGE))
 
     def clickables(self, page: Page | None = None) -> list[Clickable]:
         """Everything clickable on ``page`` (default: the current one), in page order."""
@@ -100,6 +108,7 @@ class ShopSession:
         return out
 
     def _make_clickables(self, page: Page) -> list[Clickable]:
+        """WebShop's order: buttons and product links as they appear, then the option values."""
         back = Clickable("back to search", "Back to Search", Page("search"))
         if page.kind == "search" or page.kind == "done":
             return []
@@ -107,8 +116,8 @@ class ShopSession:
             out = [back]
             if page.page > 1:
                 out.append(Clickable("< prev", "< Prev", Page("results", page.query, page.page - 1)))
-            if page.page < self.num_result_pages(page.query):
-                out.append(Clickable("next >", "Next >", Page("results", page.query, page.page + 1)))
+            # WebShop shows "Next >" on every results page, the last one too (it leads to an empty page)
+            out.append(Clickable("next >", "Next >", Page("results", page.query, page.page + 1)))
             start = (page.page - 1) * RESULTS_PER_PAGE
             for asin in self.results(page.query)[start:start + RESULTS_PER_PAGE]:
                 out.append(Clickable(asin.lower(), asin, Page("item", page.query, page.page, asin),
@@ -118,22 +127,35 @@ class ShopSession:
         if page.kind == "detail":
             return [back, Clickable("< prev", "< Prev", Page("item", page.query, page.page, page.asin, page.options))]
         out = [back, Clickable("< prev", "< Prev", Page("results", page.query, page.page))]
-        chosen = dict(page.options)
-        seen = {c.label for c in out}
-        for group, values in product["options"].items():
-            for value in values:
-                label = value.lower()
-                if label in seen:  # the first group that offers a value owns its label
-                    continue
-                seen.add(label)
-                out.append(Clickable(label, value, self._with_option(page, product, group, value),
-                                     kind="option", clicked=chosen.get(group) == value, group=group))
         for tab in DETAIL_TABS:
             out.append(Clickable(tab, tab.capitalize(), Page("detail", page.query, page.page, page.asin,
                                                              page.options, tab)))
         out.append(Clickable("buy now", "Buy Now", Page("done", page.query, page.page, page.asin, page.options),
                              kind="buy"))
+        chosen_values = {v for _, v in page.options}
+        for group, values in product["options"].items():
+            for value in values:
+                # WebShop marks a label clicked when its value is chosen in any group
+                out.append(Clickable(value.lower(), value, self._with_option(page, product, group, value),
+                                     kind="option", clicked=value in chosen_values, group=group))
         return out
+
+    def click_target(self, label: str) -> Clickable | None:
+        """What ``click[label]`` clicks: when several clickables share a label, the last one
+        (WebShop keeps one clickable per label, the last written)."""
+        found = None
+        for c in self.clickables():
+            if c.label == label:
+                found = c
+        return found
+
+    def available_actions(self) -> dict[str, Any]:
+        """WebShop's ``get_available_actions()``: ``{"has_search_bar", "clickables"}``, the
+        clickables being the lower-cased labels (``"search"`` on the search page, as WebShop)."""
+        if self.page.kind == "search":
+            return {"has_search_bar": True, "clickables": ["search"]}
+        labels = list(dict.fromkeys(c.label for c in self.clickables()))
+        return {"has_search_bar": False, "clickables": labels}
 
     @staticmethod
     def _with_option(page: Page, product: dict, group: str, value: str) -> Page:
@@ -145,9 +167,8 @@ class ShopSession:
     def admissible_actions(self) -> list[str]:
         if self.done:
             return []
-        if self.page.kind == "search":
-            return ["search[<your query>]"]
-        return [f"click[{c.label}]" for c in self.clickables()]
+        labels = dict.fromkeys(c.label for c in self.clickables())
+        return ["search[<your query>]"] + [f"click[{label}]" for label in labels]
 
     # ----- transitions ------------------------------------------------------------------------
     def apply(self, action: str) -> str | None:
@@ -155,24 +176,31 @@ class ShopSession:
         else the reason it is invalid (and nothing changed)."""
         if self.done:
             return "the purchase is done; the episode is over"
-        matches = _ACTION.findall(action or "")
+        try:
+            matches = _ACTION.findall(action or "")
+        except (TypeError, ValueError):
+            matches = []
         if not matches:
             return "no action found; write search[keywords] or click[button], e.g. click[back to search]"
         verb, arg = matches[-1]
+        if has_junk(arg):
+            return "the argument holds a control character or a lone surrogate"
         verb, arg = verb.lower(), " ".join(arg.split())
-        if verb == "search":
-            if self.page.kind != "search":
-                return "search is only possible on the search page; click[back to search] first"
-            if not arg:
-                return "search[...] needs keywords"
-            self.go(Page("results", arg, 1))
+        if len(arg) > MAX_ARGUMENT:
+            return f"the argument is {len(arg)} characters long; at most {MAX_ARGUMENT} are allowed"
+        if verb == "search":  # WebShop accepts a search on every page
+            if not _WORD.search(arg.lower()):
+                return "search[...] needs keywords (letters or digits)"
+            self.go(Page("results", arg.lower(), 1))
             return None
         label = arg.lower()
-        for c in self.clickables():
-            if c.label == label:
-                self.go(c.target)
-                return None
-        here = [c.label for c in self.clickables()]
+        if label == "search" and self.page.kind == "search":
+            return "click[search] does nothing; write search[keywords]"
+        target = self.click_target(label)
+        if target is not None:
+            self.go(target.target)
+            return None
+        here = list(dict.fromkeys(c.label for c in self.clickables()))
         if not here:
             return f"nothing to click on the {self.page.kind} page; use search[keywords]"
         return f"no button {arg[:60]!r} on this page; clickable: {', '.join(here)}"
@@ -194,8 +222,8 @@ class ShopSession:
         """Why ``page`` cannot be shown (unknown product, option, tab or page number), or None."""
         if page.kind not in ("search", "results", "item", "detail", "done"):
             return f"unknown page kind {page.kind!r}"
-        if page.kind == "results" and not 1 <= page.page <= self.num_result_pages(page.query):
-            return f"results page {page.page} does not exist"
+        if page.kind == "results" and not 1 <= page.page <= MAX_RESULT_PAGE:
+            return f"results page {page.page} does not exist; pages are 1..{MAX_RESULT_PAGE}"
         if page.kind in ("item", "detail", "done"):
             product = self.catalog.product(page.asin)
             if product is None:
@@ -209,70 +237,80 @@ class ShopSession:
 
     # ----- content ----------------------------------------------------------------------------
     def view(self) -> list[Node]:
-        """The current page's content in reading order (renderers turn it into text or HTML)."""
+        """The current page's content in WebShop's reading order (renderers turn it into text or
+        HTML): the same visible texts, in the same order, as WebShop's templates."""
         page = self.page
-        nodes = [Node("instruction", "Instruction:"), Node("instruction", self.goal["instruction_text"])]
-        clicks = {c.label: c for c in self.clickables()}
-        if page.kind == "search":
-            nodes.append(Node("searchbox", "Search"))
-            return nodes
         if page.kind == "done":
-            return nodes + self._done_view()
-        nodes.append(Node("button", clicks["back to search"].text, clicks["back to search"]))
+            return self._done_view()
+        nodes = [Node("instruction", "Instruction:"), Node("instruction", self.goal["instruction_text"])]
+        if page.kind == "search":
+            return [Node("heading", "WebShop"), *nodes, Node("searchbox", "Search")]
+        clicks = self.clickables()
+        buttons = {c.label: c for c in clicks if c.kind in ("button", "buy")}
+        nodes.append(Node("button", "Back to Search", buttons["back to search"]))
         if page.kind == "results":
             total = len(self.results(page.query))
-            nodes.append(Node("text", f"Page {page.page} (Total results: {total})"))
+            nodes.append(Node("heading", f"Page {page.page} (Total results: {total})"))
             for label in ("< prev", "next >"):
-                if label in clicks:
-                    nodes.append(Node("button", clicks[label].text, clicks[label]))
-            for c in clicks.values():
+                if label in buttons:
+                    nodes.append(Node("button", buttons[label].text, buttons[label]))
+            for c in clicks:
                 if c.kind == "product":
                     product = self.catalog.product(c.text)
                     nodes += [Node("button", c.text, c), Node("heading", product["title"]),
-                              Node("price", f"${product['price']:.2f}")]
+                              Node("price", product.get("price_text") or price_tag(product["price"]))]
             return nodes
         product = self.catalog.product(page.asin)
-        nodes.append(Node("button", "< Prev", clicks["< prev"]))
+        nodes.append(Node("button", "< Prev", buttons["< prev"]))
         if page.kind == "detail":
             return nodes + self._detail_view(product, page.detail)
         group = None
-        for c in clicks.values():
+        for c in clicks:
             if c.kind == "option":
                 if c.group != group:
                     group = c.group
                     nodes.append(Node("label", group))
                 nodes.append(Node("button", c.text, c))
-        nodes += [Node("heading", product["title"]), Node("price", f"Price: ${product['price']:.2f}"),
-                  Node("text", f"Rating: {product['rating']:.1f}" if product.get("rating") else "Rating: N.A.")]
-        for tab in DETAIL_TABS:
-            nodes.append(Node("button", clicks[tab].text, clicks[tab]))
-        nodes.append(Node("button", "Buy Now", clicks["buy now"]))
+        rating = product.get("rating")
+        nodes += [Node("heading", product["title"]), Node("price", f"Price: {product.get('price_text') or price_tag(product['price'])}"),
+                  Node("text", f"Rating: {rating}" if rating else "Rating: N.A.")]
+        for label in (*DETAIL_TABS, "buy now"):
+            nodes.append(Node("button", buttons[label].text, buttons[label]))
         return nodes
 
     @staticmethod
     def _detail_view(product: dict, tab: str) -> list[Node]:
         if tab == "description":
-            return [Node("text", product["description"] or "No description.")]
+            return [Node("text", product["description"])] if product["description"] else []
         if tab == "features":
-            return [Node("text", b) for b in product["bullet_points"]] or [Node("text", "No features listed.")]
+            return [Node("text", b) for b in product["bullet_points"] if b]
         out = []
         for r in product["reviews"]:
-            out += [Node("heading", r["title"]), Node("text", f"{r['score']} out of 5"), Node("text", r["body"])]
-        return out or [Node("text", "No reviews yet.")]
+            out += [Node("heading", f'"{r["title"]}"'), Node("text", str(r["score"])), Node("text", r["body"])]
+        return out
 
     def _done_view(self) -> list[Node]:
-        d = self.reward_details
-        product = self.catalog.product(self.purchase["asin"]) if self.purchase else None
+        # WebShop's done page shows the thanks, then (hidden with CSS, but in the text
+        # observation) what was bought, then the score
         nodes = [Node("heading", "Thank you for shopping with us!")]
-        if product is not None:
-            chosen = ", ".join(f"{g}: {v}" for g, v in self.purchase["options"].items()) or "none"
-            nodes += [Node("text", f"Purchased: {product['title']} ({product['asin']})"),
-                      Node("text", f"Options: {chosen}"), Node("price", f"Price: ${product['price']:.2f}")]
-        nodes += [Node("text", "Your score (min 0.0, max 1.0)"), Node("heading", f"{self.reward:.4f}")]
-        if d:
-            parts = [f"{k}={d[k]:.2f}" for k in ("r_att", "r_option", "r_price", "r_type") if d.get(k) is not None]
-            nodes.append(Node("text", "Reward details: " + ", ".join(parts)))
+        if self.purchase:
+            nodes += [Node("heading", "Purchased"), Node("text", "asin"), Node("text", self.purchase["asin"]),
+                      Node("text", "options"), Node("text", json.dumps(self.purchase["options"]))]
+        nodes += [Node("heading", "Your score (min 0.0, max 1.0)"), Node("text", f"{self.reward}")]
         return nodes
+
+
+def has_junk(text: str) -> bool:
+    """True when ``text`` holds a control character other than whitespace (NUL...) or a lone
+    surrogate: such an argument cannot be searched, shown or put in a URL, so it is rejected."""
+    if text.isprintable():
+        return False
+    return any(unicodedata.category(ch) in ("Cc", "Cs") and not ch.isspace() for ch in text)
+
+
+def price_tag(price: float) -> str:
+    """WebShop's price text: a dollar sign and Python's float text ("$18.5", "$100.0")."""
+    return f"${float(price)}"
 
 
 # ----- URLs -----------------------------------------------------------------------------------

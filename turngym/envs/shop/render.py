@@ -1,9 +1,14 @@
 """Renderers: one page view (a list of ``Node``) as WebShop's ``text``, ``text_rich`` or ``html``.
 
-- ``text``: the visible text joined with `` [SEP] `` (WebShop's "simple" observation).
-- ``text_rich``: one piece per line; buttons as ``[button] x [button_]``, chosen options and
-  visited products as ``[clicked button] x [clicked button_]``, preceded by
-  ``You have clicked x.`` lines for chosen options.
+- ``text``: the page's visible texts joined with `` [SEP] `` (WebShop's "simple" observation):
+  ``WebShop [SEP] Instruction: [SEP] i need ... [SEP] Search`` on the search page,
+  ``Instruction: [SEP] ... [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP]
+  B0... [SEP] title [SEP] $18.5 ...`` on a results page.
+- ``text_rich``: WebShop's rich observation: one visible text a line; buttons as
+  ``[button] x [button_]``; option values indented by two spaces, chosen ones as
+  ``[clicked button] x [clicked button_]`` with a ``You have clicked x.`` line put first for each
+  (so the last chosen comes first, as in WebShop); product ids after a blank line, visited ones
+  as clicked buttons.
 - ``html``: a self-contained page (inline CSS, no script, no external resource) where every
   clickable is a plain link or form, so options work without JavaScript.
 """
@@ -28,24 +33,31 @@ def render(nodes: list[Node], mode: str) -> str:
 
 
 def render_text(nodes: list[Node]) -> str:
-    return " [SEP] ".join(["WebShop"] + [n.text for n in nodes if n.text])
+    return " [SEP] ".join(n.text.strip() for n in nodes if n.text.strip())
 
 
 def render_text_rich(nodes: list[Node]) -> str:
-    lines, clicked = [], []
+    observation = ""
     for n in nodes:
-        c = n.clickable
+        text, c = n.text.strip(), n.clickable
+        if not text:
+            continue
         if n.kind == "searchbox":
-            lines.append("[button] Search [button_]")
-        elif c is not None and c.clicked:
-            lines.append(f"[clicked button] {n.text} [clicked button_]")
-            if c.kind == "option":
-                clicked.append(f"You have clicked {n.text}.")
+            piece = f"[button] {text} [button_]"
+        elif c is not None and c.kind == "option":
+            if c.clicked:
+                piece = f"  [clicked button] {text} [clicked button_]"
+                observation = f"You have clicked {text}.\n" + observation
+            else:
+                piece = f"  [button] {text} [button_]"
+        elif c is not None and c.kind == "product":
+            piece = f"\n[clicked button] {text} [clicked button_]" if c.clicked else f"\n[button] {text} [button_]"
         elif c is not None:
-            lines.append(f"[button] {n.text} [button_]")
+            piece = f"[button] {text} [button_]"
         else:
-            lines.append(n.text)
-    return "\n".join(clicked + lines)
+            piece = text
+        observation += piece + "\n"
+    return observation
 
 
 _CSS = """

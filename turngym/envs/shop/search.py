@@ -6,8 +6,11 @@ file is written under a temporary name and renamed, so parallel workers never re
 The cache folder is ``$TURNGYM_CACHE_DIR/shop`` or ``$XDG_CACHE_HOME/turngym/shop`` or
 ``~/.cache/turngym/shop``.
 
-Search follows WebShop: BM25 over title, description, first bullet point and option values
-(SQLite FTS5 ``bm25()``, porter stemming), the query's words OR-ed together, top 50 hits.
+Search follows WebShop (Pyserini/Lucene BM25): one document per product made of its title,
+description, first bullet point and option text ("size: 8 fl oz, 16 fl oz"), Porter-stemmed, the
+query's words OR-ed together, top 50 hits, ranked by Lucene's BM25 with Pyserini's defaults
+k1 = 0.9, b = 0.4 (``Catalog(..., bm25_k1=, bm25_b=)`` or ``open_catalog(..., bm25=(k1, b))`` to
+change them), evaluated in numpy over the postings of an SQLite FTS5 index.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from typing import Any
 
 from turngym.envs.shop.catalog import catalog_size, generate_catalog, load_webshop_json
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 TOP_K = 50
-POSTINGS_FROM = 5_000  # catalogs this large rank with numpy over the FTS5 postings (same formula)
-BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() constants
+BM25_K1, BM25_B = 0.9, 0.4  # Pyserini's LuceneSearcher defaults (WebShop's search engine)
+FTS5_K1, FTS5_B = 1.2, 0.75  # the constants SQLite's FTS5 bm25() has built in
 _WORD = re.compile(r"[a-z0-9]+")
 # Lucene's English stop words (WebShop's search engine drops them too).
 STOP_WORDS = frozenset(
@@ -66,7 +69,7 @@ def query_terms(keywords: str) -> list[str]:
 
 
 def _doc_fields(p: dict[str, Any]) -> tuple[str, str, str, str]:
-    options = " ".join(v for values in p["options"].values() for v in values)
+    options = ", and ".join(f"{group}: {', '.join(values)}" for group, values in p["options"].items())
     bullet = p["bullet_points"][0] if p["bullet_points"] else ""
     return p["title"], p["description"], bullet, options
 
@@ -111,7 +114,11 @@ class Catalog:
     One instance may be shared by the threads of one process (reads take a lock).
     """
 
-    def __init__(self, path: str | Path, name: str = ""):
+    def __init__(self, path: str | Path, name: str = "", bm25_k1: float = BM25_K1, bm25_b: float = BM25_B):
+        for field_name, value, low, high in (("bm25_k1", bm25_k1, 0.0, 100.0), ("bm25_b", bm25_b, 0.0, 1.0)):
+            if not isinstance(value, (int, float)) or not low <= value <= high:
+                raise ValueError(f"{field_name}: {value!r} must be a number in [{low}, {high}]")
+        self.bm25_k1, self.bm25_b = float(bm25_k1), float(bm25_b)
         self.path = Path(path)
         self.name = name or self.path.stem
         self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
@@ -124,8 +131,9 @@ class Catalog:
         self._search_cache: OrderedDict[tuple[str, ...], list[str]] = OrderedDict()
         self._num_goals: int | None = None
         self._doclen = None
-        self._norm = None
+        self._avgdl = 1.0
         self._postings_cache: dict[str, tuple[Any, Any]] = {}
+        self._contrib_cache: dict[tuple, tuple[Any, Any]] = {}
 
     def product_at(self, index: int) -> dict[str, Any]:
         p = self._by_id.get(index)
@@ -153,20 +161,19 @@ class Catalog:
             index = row[0]
         return self.product_at(index)
 
-    def search(self, keywords: str, top_k: int = TOP_K, cache: bool = True, engine: str = "auto") -> list[str]:
+    def search(self, keywords: str, top_k: int = TOP_K, cache: bool = True, engine: str = "lucene") -> list[str]:
         """Asins of the ``top_k`` best BM25 matches, best first (ties broken by catalog order).
 
         Results are memoised per set of query words (LRU, 4096 queries) unless ``cache=False``.
-        ``engine``: "fts5" ranks with FTS5's ``bm25()`` in SQL; "postings" evaluates the same
-        formula in numpy over the same FTS5 index (FTS5 spends about 0.7 us per matching row in
-        ``bm25()``, which a 100k catalog's common words make tens of milliseconds); "auto" uses
-        "fts5" up to ``POSTINGS_FROM`` products and "postings" above.
+        ``engine``: "lucene" (the default) ranks with Lucene's BM25 (Pyserini's, WebShop's) and
+        this catalog's k1 and b, in numpy over the FTS5 postings; "fts5" ranks with SQLite's own
+        ``bm25()`` in SQL (its built-in k1 1.2, b 0.75 and idf), kept as a cross-check.
         """
         terms = tuple(query_terms(keywords))
         if not terms:
             return []
-        if engine == "auto":
-            engine = "fts5" if self.size < POSTINGS_FROM else "postings"
+        if engine not in ("lucene", "fts5"):
+            raise ValueError(f"engine: {engine!r}; allowed: 'lucene', 'fts5'")
         key = (engine, *terms)
         hit = self._search_cache.get(key) if cache else None
         if hit is not None:
@@ -179,13 +186,11 @@ class Catalog:
                 rows = self._con.execute(
                     "SELECT docs.rowid, products.asin FROM docs JOIN products ON products.id = docs.rowid "
                     "WHERE docs MATCH ? ORDER BY bm25(docs), docs.rowid LIMIT ?", (match, limit)).fetchall()
-            elif engine == "postings":
+            else:
                 ids = self._rank_postings(terms, limit)
                 found = dict(self._con.execute(
                     f"SELECT id, asin FROM products WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
                 rows = [(i, found[i]) for i in ids]
-            else:
-                raise ValueError(f"engine: {engine!r}; allowed: 'auto', 'fts5', 'postings'")
         asins = [a for _, a in rows]
         for i, a in rows:
             self._asin_id[a] = i
@@ -194,29 +199,54 @@ class Catalog:
             self._search_cache.popitem(last=False)
         return asins[:top_k]
 
-    # FTS5's bm25(): for each query term t with n_t matching rows out of N,
-    #   idf_t = log((N - n_t + 0.5) / (n_t + 0.5)), or 1e-6 when that is <= 0
+    # BM25 over the postings: for each query term t with n_t matching rows out of N,
+    #   Lucene: idf_t = log(1 + (N - n_t + 0.5) / (n_t + 0.5))
+    #   FTS5:   idf_t = log((N - n_t + 0.5) / (n_t + 0.5)), or 1e-6 when that is <= 0
     #   score = sum_t idf_t * tf_t * (k1 + 1) / (tf_t + k1 * (1 - b + b * D / avgdl))
-    # with tf_t the term's count in the row (all columns), D the row's token count, k1=1.2, b=0.75.
-    def _rank_postings(self, terms: tuple[str, ...], limit: int) -> list[int]:
+    # with tf_t the term's count in the row, D the row's token count. (Lucene 9 drops the constant
+    # factor k1 + 1, which changes no ranking; Lucene stores D in one byte, which can.)
+    def _rank_postings(self, terms: tuple[str, ...], limit: int, k1: float | None = None,
+                       b: float | None = None, idf_kind: str = "lucene") -> list[int]:
         import numpy as np
 
+        k1 = self.bm25_k1 if k1 is None else k1
+        b = self.bm25_b if b is None else b
         if self._doclen is None:
             self._load_doclen()
         scores = np.zeros(self.size, dtype=np.float64)
         touched = []
         for term in terms:
-            docs, tf = self._postings(term)
-            if len(docs) == 0:
+            key = (term, k1, b, idf_kind)
+            hit = self._contrib_cache.get(key)
+            if hit is None:  # each term's per-document share is fixed for a catalog: compute it once
+                docs, tf = self._postings(term)
+                n = len(docs)
+                if idf_kind == "lucene":
+                    idf = math.log(1.0 + (self.size - n + 0.5) / (n + 0.5))
+                else:
+                    idf = math.log((self.size - n + 0.5) / (n + 0.5)) if n else 0.0
+                    if idf <= 0.0:
+                        idf = 1e-6
+                norm = 1.0 - b + b * self._doclen[docs] / self._avgdl
+                contrib = idf * (tf * (k1 + 1.0)) / (tf + k1 * norm)
+                if n > self.size // 8:  # a common word ("color"): a dense add beats a scatter
+                    dense = np.zeros(self.size, dtype=np.float64)
+                    dense[docs] = contrib
+                    hit = (None, dense)
+                else:
+                    hit = (docs, contrib)
+                self._contrib_cache[key] = hit
+            docs, contrib = hit
+            if docs is None:
+                scores += contrib
+            elif len(docs):
+                scores[docs] += contrib
+            else:
                 continue
-            idf = math.log((self.size - len(docs) + 0.5) / (len(docs) + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            scores[docs] += idf * (tf * (BM25_K1 + 1.0)) / (tf + BM25_K1 * self._norm[docs])
-            touched.append(docs)
+            touched.append(contrib)
         if not touched:
             return []
-        candidates = np.flatnonzero(scores)  # every matching row has a score > 0 (idf >= 1e-6)
+        candidates = np.flatnonzero(scores)  # every matching row has a score > 0
         cand_scores = scores[candidates]
         if len(candidates) > limit:  # keep every row tied with the limit-th score, then sort exactly
             kth = np.partition(-cand_scores, limit - 1)[limit - 1]
@@ -234,8 +264,7 @@ class Catalog:
         lengths = np.zeros(self.size, dtype=np.float64)
         for rowid, blob in self._con.execute("SELECT id, sz FROM docs_docsize"):
             lengths[rowid] = sum(_varints(blob))
-        avgdl = lengths.sum() / self.size
-        self._norm = 1.0 - BM25_B + BM25_B * lengths / avgdl
+        self._avgdl = lengths.sum() / self.size
         self._doclen = lengths
 
     def _postings(self, word: str):
@@ -275,9 +304,11 @@ _OPEN: dict[str, Catalog] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_catalog(size: int | str = "1k", seed: int = 0, path: str | Path | None = None) -> Catalog:
+def open_catalog(size: int | str = "1k", seed: int = 0, path: str | Path | None = None,
+                 bm25_k1: float = BM25_K1, bm25_b: float = BM25_B) -> Catalog:
     """The generated catalog of ``size`` products (built and cached on first use), or the stored
-    catalog at ``path`` (a ``.sqlite`` made by ``import_webshop``). Shared within a process."""
+    catalog at ``path`` (a ``.sqlite`` made by ``import_webshop``), searched with BM25's
+    ``bm25_k1`` and ``bm25_b``. Shared within a process."""
     if path is not None:
         file = Path(path)
         if not file.exists():
@@ -287,22 +318,23 @@ def open_catalog(size: int | str = "1k", seed: int = 0, path: str | Path | None 
         n = catalog_size(size)
         name = f"catalog-{n}-s{seed}-v{INDEX_VERSION}"
         file = cache_dir() / f"{name}.sqlite"
-    key = f"{os.getpid()}:{file}"  # a forked worker opens its own connection
+    key = f"{os.getpid()}:{file}:{bm25_k1}:{bm25_b}"  # a forked worker opens its own connection
     with _OPEN_LOCK:
         cat = _OPEN.get(key)
         if cat is None:
             if path is None and not file.exists():
                 build_store(file, generate_catalog(n, seed), meta={"seed": seed, "source": "generated"})
-            cat = _OPEN[key] = Catalog(file, name=name)
+            cat = _OPEN[key] = Catalog(file, name=name, bm25_k1=bm25_k1, bm25_b=bm25_b)
         return cat
 
 
 def import_webshop(out: str | Path, items: str | Path, attributes: str | Path | None = None,
-                   human_instructions: str | Path | None = None) -> Path:
-    """Store WebShop's JSON files as a catalog file usable as ``catalog_path=``."""
-    products, goals = load_webshop_json(items, attributes, human_instructions)
+                   human_instructions: str | Path | None = None, num_products: int | None = None) -> Path:
+    """Store WebShop's JSON files as a catalog file usable as ``catalog_path=``: products and
+    human goals as WebShop reads them, goals in WebShop's order (see ``load_webshop_json``)."""
+    products, goals = load_webshop_json(items, attributes, human_instructions, num_products)
     if not products:
         raise ValueError(f"items: {str(items)!r} holds no product with an asin and a price")
     out = Path(out)
-    build_store(out, products, goals, meta={"source": "webshop", "items": str(items)})
+    build_store(out, products, goals, meta={"source": "webshop", "items": str(items), "goal_order": "webshop"})
     return out

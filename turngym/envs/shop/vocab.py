@@ -7,8 +7,30 @@ for: "sulfate free", "water resistant"), "for ..." phrases, and the option group
 
 from __future__ import annotations
 
-# Base colour words: the reward maps any colour option onto the first of these it contains.
+# WebShop's colour list (web_agent_site/engine/normalize.py, COLOR_SET; MIT licence,
+# Copyright (c) 2023 Princeton Natural Language Processing). The reward maps an option value onto
+# the FIRST entry that occurs in it as a plain substring, in this order ("dark gray" -> "dark").
+WEBSHOP_COLORS = [
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue",
+    "blush", "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne",
+    "charcoal", "cheetah", "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper",
+    "coral", "cranberry", "cream", "crystal", "dark", "denim", "eggplant", "elephant", "espresso",
+    "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green", "grey", "heather",
+    "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime",
+    "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom",
+    "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum",
+    "purple", "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver",
+    "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger",
+    "turquoise", "violet", "walnut", "wheat", "white", "wine", "yellow",
+]
+# Base colour words of the generated catalog (what its colour names are built from).
 BASE_COLORS = [
+    "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "navy", "blue",
+    "green", "yellow", "orange", "brown", "beige", "ivory", "khaki", "teal", "tan", "clear",
+    "multicolor", "rose", "coral", "burgundy", "charcoal", "cream",
+]
+
+COLORS = [
     "black", "white", "gray", "grey", "silver", "gold", "red", "pink", "purple", "navy", "blue",
     "green", "yellow", "orange", "brown", "beige", "ivory", "khaki", "teal", "tan", "clear",
     "multicolor", "rose", "coral", "burgundy", "charcoal", "cream",
