@@ -174,13 +174,15 @@ def test_shop_apart_from_its_shortcuts():
     _ok(report)
 
 
-SHOP_FIX = ("issue 16: the shop's goals spell their options and copy attributes verbatim, so searching the "
-            "instruction and buying the first result wins or earns too much (shop engineer)")
+# Measured on 500 test goals of the 1k catalog: the plain shortcut succeeds 1% and the options variant 22%
+# of the time (issue 16's targets: <= 15% and <= 30%), but their mean rewards (about 0.58-0.62 and 0.77)
+# sit at or above the check's 0.6 limit (WebShop's imitation-learning baseline scores 0.60, its rule
+# baseline 0.46): WebShop's reward gives partial credit for attributes, price and type. Still open.
+SHOP_REWARD = ("shop shortcuts: success within issue 16's targets, but mean reward at or above the check's "
+               "0.6 limit (partial credit of WebShop's reward)")
 
 
-# Today the options variant wins 86-100% of test tasks; the plain one earns 0.57-0.62 of the expert's
-# reward (right at the 0.6 limit, depending on the tasks drawn) with no success.
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_FIX)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_REWARD)
 @pytest.mark.parametrize("policy", ["shop:search-buy-first", "shop:search-options-buy-first"])
 def test_shop_shortcuts_stay_near_the_floor(policy):
     report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["shortcut"], policies=[policy])
@@ -251,7 +253,7 @@ def test_browser_one_miniwob_task():
     _ok(check_env(env_id, episodes=3))
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_FIX)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_REWARD)
 @pytest.mark.parametrize("policy", ["shop-pages:search-buy-first", "shop-pages:search-options-buy-first"])
 def test_browser_shop_pages_shortcuts(policy):
     reason = missing_requirement("turngym/ShopPages-v0")

@@ -28,21 +28,11 @@ def _env_ids() -> list[str]:
 
 ENV_IDS = _env_ids()
 
-#: defects left in families other engineers are rewriting (issue 18 asks to report, not fix)
-KNOWN_ELSEWHERE = {
-    "turngym/Shop-HTML-v0": "shop: search[\\ud800 ...] runs the search, then the HTML renderer's "
-                            ".encode() fails, so the page changed under an invalid action",
-}
-KNOWN_ELSEWHERE["turngym/Shop-HTML-tools-v0"] = KNOWN_ELSEWHERE["turngym/Shop-HTML-v0"]
-
-
 def _params():
     for env_id in ENV_IDS:
         marks = []
         if "browser" in turngym.spec(env_id).needs and browser_missing():
             marks.append(pytest.mark.skip(reason=browser_missing()))
-        if env_id in KNOWN_ELSEWHERE:
-            marks.append(pytest.mark.xfail(strict=False, reason=KNOWN_ELSEWHERE[env_id]))
         yield pytest.param(env_id, marks=marks, id=env_id)
 
 
