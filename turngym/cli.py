@@ -132,8 +132,11 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
 
     if out:
         Path(out).unlink(missing_ok=True)
+    from turngym.trainers.rollout import with_progress
+
     with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
-        trajs = pool.rollout(policy, tasks, group_size=group_size, seed=seed, on_trajectory=on_trajectory)
+        # per-turn progress (turns done, tokens/s): LLM episodes can take minutes each
+        trajs = pool.rollout(with_progress(policy, bar), tasks, group_size=group_size, seed=seed, on_trajectory=on_trajectory)
     bar.close()
     return trajs, summarize(trajs)
 
