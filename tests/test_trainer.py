@@ -334,3 +334,27 @@ def test_curves_put_every_evaluation_at_its_stage():
                                                  (2.0, 0.4, "rl")]
     no_sft = [{"update": 0, "eval/success_rate": 0.1}, {"update": 3, "eval/success_rate": 0.3}]
     assert [x for x, _, _ in eval_points(no_sft, "success_rate")] == [0.0, 3.0]
+
+
+def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch):
+    from turngym.trainers import loop
+
+    cfg = cfg_for(tmp_path, "sft.episodes=2", "rl.updates=1", "eval.at_start=true", "tensorboard=false")
+    real_evaluate, calls = loop.evaluate, []
+
+    def killed_in_second_eval(tr, pool, ids, update):
+        calls.append(update)
+        if len(calls) == 2:  # the evaluation after SFT
+            raise KeyboardInterrupt
+        return real_evaluate(tr, pool, ids, update)
+
+    monkeypatch.setattr(loop, "evaluate", killed_in_second_eval)
+    with pytest.raises(KeyboardInterrupt):
+        loop.train(cfg, log=lambda _: None)
+    monkeypatch.setattr(loop, "evaluate", real_evaluate)
+    monkeypatch.setattr(loop, "run_sft", lambda *a: pytest.fail("SFT ran again after resuming"))
+    loop.train(load_config(None, [*BASE, f"run_dir={cfg.run_dir}", "sft.episodes=2", "rl.updates=1",
+                                  "eval.at_start=true", "tensorboard=false"]), log=lambda _: None)
+    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1]
+    assert rows[0]["sft/turns"] > 0 and "eval/success_rate" in rows[0] and "eval_after_sft/success_rate" in rows[0]

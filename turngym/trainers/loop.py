@@ -526,7 +526,8 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
 
         tr.state["reference_model"] = copy.deepcopy(tr.model).eval().requires_grad_(False)
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
-    tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start")
+    tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start",
+                    start_row=None)
     last = ckpt.latest_checkpoint(run_dir) if cfg.resume else None
     if last is not None:
         saved = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
@@ -545,28 +546,35 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend=cfg.env.backend, env_kwargs=env_kwargs,
                    ray_address=cfg.env.ray_address)
     try:
-        if tr.state["phase"] == "start":
-            row: dict[str, Any] = {"update": 0, "env_steps": 0, "episodes": 0}
-            if cfg.eval.at_start and main:
-                # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
-                log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
-                t0 = time.perf_counter()
-                row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
-                log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
-            if cfg.sft.episodes > 0:
-                log(f"sft: imitating {cfg.sft.episodes} expert episodes")
-                t0 = time.perf_counter()
-                row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
-                log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
-                    f"on {row['sft/turns']} expert turns")
+        if tr.state["phase"] in ("start", "sft_done"):
+            row: dict[str, Any] = dict(tr.state.get("start_row") or {"update": 0, "env_steps": 0, "episodes": 0})
+            if tr.state["phase"] == "start":
                 if cfg.eval.at_start and main:
-                    log(f"eval after sft: {cfg.eval.episodes} held-out episodes")
+                    # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
+                    log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
                     t0 = time.perf_counter()
-                    after = evaluate(tr, pool, eval_ids, 0)
-                    row.update({k.replace("eval/", "eval_after_sft/"): v for k, v in after.items()},
-                               **{"time/eval_after_sft": time.perf_counter() - t0})
+                    row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
+                    log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
+                if cfg.sft.episodes > 0:
+                    log(f"sft: imitating {cfg.sft.episodes} expert episodes")
+                    t0 = time.perf_counter()
+                    row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
+                    log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
+                        f"on {row['sft/turns']} expert turns")
+                    if cfg.checkpoint_every and main and cfg.eval.at_start:
+                        # keep the SFT weights before the next long evaluation: a run killed
+                        # during it resumes here instead of redoing SFT
+                        tr.state.update(phase="sft_done", start_row=row)
+                        ckpt.save_checkpoint(run_dir, 0, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
+                                             cfg.keep_checkpoints)
+            if cfg.sft.episodes > 0 and cfg.eval.at_start and main:
+                log(f"eval after sft: {cfg.eval.episodes} held-out episodes")
+                t0 = time.perf_counter()
+                after = evaluate(tr, pool, eval_ids, 0)
+                row.update({k.replace("eval/", "eval_after_sft/"): v for k, v in after.items()},
+                           **{"time/eval_after_sft": time.perf_counter() - t0})
             metrics.write(row)
-            tr.state["phase"] = "rl"
+            tr.state.update(phase="rl", start_row=None)
             if cfg.checkpoint_every and main:
                 ckpt.save_checkpoint(run_dir, 0, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
                                      cfg.keep_checkpoints)
@@ -606,7 +614,8 @@ def _quiet(_: str) -> None:
 
 
 def _saved_state(tr: Trainer) -> dict[str, Any]:
-    return {k: tr.state[k] for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase")}
+    return {k: tr.state.get(k) for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase",
+                                         "start_row")}
 
 
 def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) -> dict[str, Any]:
