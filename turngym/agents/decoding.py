@@ -53,7 +53,7 @@ class PrefixCache:
     entry that is a prefix of a newly stored one is dropped, since the new one covers it.
     """
 
-    def __init__(self, max_tokens: int = 65536):
+    def __init__(self, max_tokens: int = 32768):
         self.max_tokens = int(max_tokens)
         self._entries: OrderedDict[int, tuple[np.ndarray, KV]] = OrderedDict()
         self._next = 0

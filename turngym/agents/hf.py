@@ -82,7 +82,7 @@ class HFPolicy:
             since the longest cached prefix (the episode's previous turn, a group sibling, the
             shared system prompt); False re-encodes every prompt (the naive path).
         kv_cache_tokens: most tokens the key/value cache holds (about 46 kB each for SmolLM2-135M
-            in float32); least recently used sequences go first.
+            in float32, so 1.5 GB at the default); least recently used sequences go first.
         stop_at_action: in ``act``, stop a reply where its action ends (the first non-empty line
             for ``plain``, ``</action>`` for ``tags``, ``</tool_call>`` with tools) instead of
             running to ``max_new_tokens``; the env reads only that part anyway.
@@ -92,7 +92,7 @@ class HFPolicy:
                  max_new_tokens: int = 128, stop: Sequence[str] = (), include_stop_str: bool = False,
                  prompt: PromptConfig | None = None, batch_size: int = 16, seed: int | None = None,
                  cache_size: int = 4096, name: str = "hf", kv_cache: bool = True,
-                 kv_cache_tokens: int = 65536, stop_at_action: bool = True):
+                 kv_cache_tokens: int = 32768, stop_at_action: bool = True):
         if temperature < 0:
             raise ValueError(f"temperature: must be >= 0, got {temperature}")
         if not 0 < top_p <= 1:

@@ -485,6 +485,7 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
     trajectories = collect(pool, tr.eval_policy, tasks, group_size=1, seed=cfg.seed + 100_003,
                            max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer, bar=bar)
     bar.close()
+    tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"update_{update:04d}.jsonl", trajectories, append=False)
     return summarize(trajectories, "eval")
 
@@ -630,6 +631,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
                            seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer,
                            bar=bar)
     bar.close()
+    tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway
     retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
     t1 = time.perf_counter()
     samples = compute_advantages(tr, trajectories)
