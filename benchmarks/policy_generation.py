@@ -129,7 +129,7 @@ def episodes_main(args) -> None:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model("smollm2-135m", device="cpu")
     env = turngym.make("turngym/Household-Easy-v0")
-    easy = env.unwrapped.task_ids("valid_unseen")[:10]
+    easy = env.unwrapped.task_ids("valid_unseen")[:args.easy_episodes]
     env.close()
     env = turngym.make("turngym/Household-v0")
     long_task = env.unwrapped.task_ids("valid_unseen")[:1]
@@ -141,8 +141,8 @@ def episodes_main(args) -> None:
         "bare_generate": lambda: BareGeneratePolicy(model, tokenizer, args.tokens),
     }
     rows = []
-    workloads = (("10 x Household-Easy-v0", "turngym/Household-Easy-v0", easy, 12),
-                 ("1 x Household-v0, 50 turns", "turngym/Household-v0", long_task, 50))
+    workloads = ((f"{len(easy)} x Household-Easy-v0", "turngym/Household-Easy-v0", easy, args.easy_turns),
+                 ("1 x Household-v0, 50 turns", "turngym/Household-v0", long_task, 50))[:2 if args.long else 1]
     # turngym's side on both workloads first: on a busy machine the slow sides may not finish
     order = [(w, s) for s in args.sides.split(",")[:1] for w in workloads]
     order += [(w, s) for w in workloads for s in args.sides.split(",")[1:]]
@@ -164,6 +164,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs per side; the best counts")
     parser.add_argument("--episodes", action="store_true", help="whole episodes: turngym vs naive vs bare generate")
     parser.add_argument("--sides", default="turngym,naive,bare_generate", help="with --episodes: which paths")
+    parser.add_argument("--easy-episodes", type=int, default=10, help="with --episodes: Household-Easy episodes")
+    parser.add_argument("--easy-turns", type=int, default=12, help="with --episodes: their turn limit")
+    parser.add_argument("--no-long", dest="long", action="store_false",
+                        help="with --episodes: skip the 50-turn Household-v0 episode")
     args = parser.parse_args()
     if args.episodes:
         if "--tokens" not in sys.argv:
