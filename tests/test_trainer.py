@@ -285,10 +285,12 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     demo.add_arguments(parser)
     args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "1",
                               "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2",
-                              "--group-size", "2", "--no-progress"])
+                              "--group-size", "2", "--tasks-per-update", "2", "--no-progress"])
     assert demo.run(args) == 0
     out = capsys.readouterr().out
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
+    assert "95% CI" in out and "updates with mixed-outcome groups" in out
+    assert "RL did not improve on SFT" in out or "RL improved held-out success" in out
     assert (tmp_path / "demo" / "curves.png").exists()
 
 
@@ -309,3 +311,50 @@ def test_two_processes_average_gradients(tmp_path):
     assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
     assert rows[-1]["policy/grad_norm"] > 0
     assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()
+
+
+def test_wilson_interval_and_verdict():
+    from turngym.demo import verdict, wilson
+
+    low, high = wilson(10, 50)
+    assert 0.11 < low < 0.12 and 0.33 < high < 0.34  # 0.2 of 50: [0.112, 0.330]
+    assert wilson(0, 50)[0] == 0.0 and wilson(50, 50)[1] == 1.0
+    assert "did not improve" in verdict({"success_rate": 0.3}, {"success_rate": 0.3}, 50)
+    assert "beyond noise" in verdict({"success_rate": 0.1}, {"success_rate": 0.5}, 50)
+    assert "not beyond noise" in verdict({"success_rate": 0.2}, {"success_rate": 0.26}, 50)
+
+
+def test_curves_put_every_evaluation_at_its_stage():
+    from turngym.trainers.metrics import eval_points
+
+    rows = [{"update": 0, "eval/success_rate": 0.0, "sft/turns": 40, "eval_after_sft/success_rate": 0.2},
+            {"update": 1, "train/success_rate": 0.1},
+            {"update": 2, "train/success_rate": 0.2, "eval/success_rate": 0.4}]
+    assert eval_points(rows, "success_rate") == [(-1.0, 0.0, "zero-shot"), (0.0, 0.2, "after sft"),
+                                                 (2.0, 0.4, "rl")]
+    no_sft = [{"update": 0, "eval/success_rate": 0.1}, {"update": 3, "eval/success_rate": 0.3}]
+    assert [x for x, _, _ in eval_points(no_sft, "success_rate")] == [0.0, 3.0]
+
+
+def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch):
+    from turngym.trainers import loop
+
+    cfg = cfg_for(tmp_path, "sft.episodes=2", "rl.updates=1", "eval.at_start=true", "tensorboard=false")
+    real_evaluate, calls = loop.evaluate, []
+
+    def killed_in_second_eval(tr, pool, ids, update):
+        calls.append(update)
+        if len(calls) == 2:  # the evaluation after SFT
+            raise KeyboardInterrupt
+        return real_evaluate(tr, pool, ids, update)
+
+    monkeypatch.setattr(loop, "evaluate", killed_in_second_eval)
+    with pytest.raises(KeyboardInterrupt):
+        loop.train(cfg, log=lambda _: None)
+    monkeypatch.setattr(loop, "evaluate", real_evaluate)
+    monkeypatch.setattr(loop, "run_sft", lambda *a: pytest.fail("SFT ran again after resuming"))
+    loop.train(load_config(None, [*BASE, f"run_dir={cfg.run_dir}", "sft.episodes=2", "rl.updates=1",
+                                  "eval.at_start=true", "tensorboard=false"]), log=lambda _: None)
+    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1]
+    assert rows[0]["sft/turns"] > 0 and "eval/success_rate" in rows[0] and "eval_after_sft/success_rate" in rows[0]

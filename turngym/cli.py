@@ -191,9 +191,13 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
     if out:
         _check_out(out)
         Path(out).unlink(missing_ok=True)
+    from turngym.trainers.rollout import with_progress
+
     try:
         with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
-            trajs = pool.rollout(policy, tasks, group_size=group_size, seed=seed, on_trajectory=on_trajectory)
+            # per-turn progress (turns done, tokens/s): LLM episodes can take minutes each
+            trajs = pool.rollout(with_progress(policy, bar), tasks, group_size=group_size, seed=seed,
+                                 on_trajectory=on_trajectory)
     except BaseException:
         bar.leave = False  # clear the bar: the error that follows is the one line to read
         bar.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from typing import Any
 
 import torch
 
+from turngym.agents import decoding
+from turngym.agents.decoding import PrefixCache
 from turngym.agents.prompts import (
     PromptConfig,
     ToolMemory,
@@ -61,37 +64,6 @@ class SamplingOptions:
     include_stop_str: bool = False  # keep the stop string at the end of ``text`` (ids always keep it)
 
 
-class _TokenStats:
-    """A logits processor that records log-prob and entropy of each sampled token.
-
-    transformers runs user processors before the temperature/top-k/top-p warpers, so ``scores``
-    here are the raw logits. The log-prob of the token chosen at step t is read at step t+1
-    (when it appears in ``input_ids``), keeping one ``[B, V]`` buffer instead of all logits.
-    """
-
-    def __init__(self, temperature: float):
-        self.temperature = temperature if temperature > 0 else 1.0
-        self.logprobs: list[torch.Tensor] = []
-        self.entropies: list[torch.Tensor] = []
-        self._previous: torch.Tensor | None = None
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._previous is not None:
-            self._take(input_ids[:, -1])
-        log_probs = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        self.entropies.append(-(log_probs.exp() * log_probs).sum(-1))
-        self._previous = log_probs
-        return scores
-
-    def _take(self, tokens: torch.Tensor) -> None:
-        self.logprobs.append(self._previous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
-        self._previous = None
-
-    def finish(self, last_tokens: torch.Tensor) -> None:
-        if self._previous is not None:
-            self._take(last_tokens)
-
-
 class HFPolicy:
     """A transformers causal LM as a turngym policy.
 
@@ -106,12 +78,21 @@ class HFPolicy:
         batch_size: most conversations per ``generate`` call.
         seed: seeds torch's RNG once, here, so a run's samples repeat.
         cache_size: replies remembered for drift-free multi-turn prompts.
+        kv_cache: keep attention keys/values across calls, so a turn encodes only what is new
+            since the longest cached prefix (the episode's previous turn, a group sibling, the
+            shared system prompt); False re-encodes every prompt (the naive path).
+        kv_cache_tokens: most tokens the key/value cache holds (about 46 kB each for SmolLM2-135M
+            in float32, so 1.5 GB at the default); least recently used sequences go first.
+        stop_at_action: in ``act``, stop a reply where its action ends (the first non-empty line
+            for ``plain``, ``</action>`` for ``tags``, ``</tool_call>`` with tools) instead of
+            running to ``max_new_tokens``; the env reads only that part anyway.
     """
 
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  max_new_tokens: int = 128, stop: Sequence[str] = (), include_stop_str: bool = False,
                  prompt: PromptConfig | None = None, batch_size: int = 16, seed: int | None = None,
-                 cache_size: int = 4096, name: str = "hf"):
+                 cache_size: int = 4096, name: str = "hf", kv_cache: bool = True,
+                 kv_cache_tokens: int = 32768, stop_at_action: bool = True):
         if temperature < 0:
             raise ValueError(f"temperature: must be >= 0, got {temperature}")
         if not 0 < top_p <= 1:
@@ -140,6 +121,12 @@ class HFPolicy:
             eos_ids.add(tokenizer.eos_token_id)
         self.eos_ids = eos_ids
         self._turn_end = self._assistant_turn_end()
+        self.kv_cache = PrefixCache(kv_cache_tokens if kv_cache else 0)
+        self.stop_at_action = bool(stop_at_action)
+        # running totals for progress lines (turns done, tokens/s)
+        self.generated_tokens = 0
+        self.generation_seconds = 0.0
+        self._weights_seen = _weights_version(model)
         if seed is not None:
             torch.manual_seed(int(seed))
 
@@ -183,79 +170,44 @@ class HFPolicy:
         return text[text.index(_SENTINEL) + len(_SENTINEL):] if _SENTINEL in text else ""
 
     # ----- generation --------------------------------------------------------------------------
-    @torch.no_grad()
-    def generate(self, prompts: list[list[int]], **overrides: Any) -> list[Generation]:
-        """Sample one reply per prompt (token id lists); ``overrides`` replace sampling options."""
+    def generate(self, prompts: list[list[int]], stop_when=None, **overrides: Any) -> list[Generation]:
+        """Sample one reply per prompt (token id lists); ``overrides`` replace sampling options.
+
+        ``stop_when(text)`` may end a row early (``act`` passes the end-of-action test).
+        """
         options = SamplingOptions(**{**self.sampling.__dict__, **overrides})
+        version = _weights_version(self.model)
+        if version != self._weights_seen:  # cached keys belong to the weights that computed them
+            self.kv_cache.clear()
+            self._weights_seen = version
         out: list[Generation] = []
-        for start in range(0, len(prompts), self.batch_size):
-            out.extend(self._generate_batch(prompts[start:start + self.batch_size], options))
-        return out
-
-    def _generate_batch(self, prompts: list[list[int]], options: SamplingOptions) -> list[Generation]:
-        from transformers import GenerationConfig, LogitsProcessorList
-
-        device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention[i, width - len(p):] = 1
-        sample = options.temperature > 0
-        config = GenerationConfig(
-            do_sample=sample, max_new_tokens=options.max_new_tokens,
-            temperature=options.temperature if sample else None,
-            top_p=options.top_p if sample and options.top_p < 1 else None,
-            # top_k=0, not None: None lets transformers' default top-k of 50 cut the distribution
-            top_k=options.top_k if sample else None,
-            eos_token_id=sorted(self.eos_ids) or None, pad_token_id=pad,
-            stop_strings=list(options.stop) or None, return_dict_in_generate=True)
-        stats = _TokenStats(options.temperature)
+        start = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
         try:
-            result = self.model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config,
-                logits_processor=LogitsProcessorList([stats]),
-                tokenizer=self.tokenizer if options.stop else None)
+            for first in range(0, len(prompts), self.batch_size):
+                chunk = prompts[first:first + self.batch_size]
+                rows = decoding.generate(
+                    self.model, chunk, max_new_tokens=options.max_new_tokens, temperature=options.temperature,
+                    top_p=options.top_p, top_k=options.top_k, eos_ids=self.eos_ids, stop=options.stop,
+                    stop_when=stop_when, decode=self._decode, cache=self.kv_cache,
+                    pad_id=self.tokenizer.pad_token_id or 0)
+                out.extend(self._finish_row(p, r, options) for p, r in zip(chunk, rows))
         finally:
             if was_training:
                 self.model.train()
-        new_tokens = result.sequences[:, width:]
-        if new_tokens.shape[1]:
-            stats.finish(new_tokens[:, -1])
-        logprobs = torch.stack(stats.logprobs, 1).cpu().tolist() if stats.logprobs else [[]] * len(prompts)
-        entropies = torch.stack(stats.entropies, 1).cpu().tolist() if stats.entropies else [[]] * len(prompts)
-        rows = new_tokens.cpu().tolist()
-        return [self._finish_row(p, row, lp, ent, options)
-                for p, row, lp, ent in zip(prompts, rows, logprobs, entropies)]
+        self.generated_tokens += sum(len(g.completion_ids) for g in out)
+        self.generation_seconds += time.perf_counter() - start
+        return out
 
-    def _finish_row(self, prompt: list[int], tokens: list[int], logprobs: list[float],
-                    entropies: list[float], options: SamplingOptions) -> Generation:
-        """Cut a generated row where its turn ended: after the first end token or stop string."""
-        cut, finish, ended_eos = len(tokens), "length", False
-        for i, tok in enumerate(tokens):
-            if tok in self.eos_ids:
-                cut, finish, ended_eos = i + 1, "stop", True
-                break
-        decode = self._decode
-        text = decode(tokens[:cut])
-        hit = _first_stop(text, options.stop)
-        if hit is not None:
-            # the fewest tokens whose text contains the stop string (the text grows with the prefix)
-            lo, hi = 1, cut
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if _first_stop(decode(tokens[:mid]), options.stop) is not None:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            cut, finish, ended_eos = lo, "stop", False
-            position, stop = hit
+    def _finish_row(self, prompt: list[int], row: decoding.RowResult, options: SamplingOptions) -> Generation:
+        """The reply's text: up to the stop string that ended it (ids always keep the stop)."""
+        text = self._decode(row.tokens)
+        if row.stop_hit is not None:
+            position, stop = row.stop_hit
             text = text[:position + (len(stop) if options.include_stop_str else 0)]
-        return Generation(list(prompt), tokens[:cut], logprobs[:cut], entropies[:cut], text, finish, ended_eos)
+        return Generation(list(prompt), row.tokens, row.logprobs, row.entropies, text, row.finish_reason,
+                          row.ended_with_eos)
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -269,7 +221,16 @@ class HFPolicy:
             prompts.append(ids)
             contexts.append(built)
             all_tools.append(tools)
-        generations = self.generate(prompts) if prompts else []
+        generations = []
+        if prompts:
+            # one call per kind of episode (text or tools): each kind ends its action differently
+            kinds = [bool(t) for t in all_tools]
+            generations = [None] * len(prompts)
+            for kind in sorted(set(kinds)):
+                rows = [i for i, k in enumerate(kinds) if k == kind]
+                stop_when = action_end(self.prompt.action_format, kind) if self.stop_at_action else None
+                for i, gen in zip(rows, self.generate([prompts[i] for i in rows], stop_when=stop_when)):
+                    generations[i] = gen
         out = []
         for conv, built, gen, tools in zip(conversations, contexts, generations, all_tools):
             action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
@@ -318,13 +279,29 @@ class HFPolicy:
             self._replies.popitem(last=False)
 
     def reset_history(self) -> None:
-        """Forget remembered replies (e.g. between evaluation runs)."""
+        """Forget remembered replies and cached keys/values (e.g. between evaluation runs, and
+        always after the weights change: cached keys belong to the weights that computed them)."""
         self._replies.clear()
+        self.kv_cache.clear()
 
 
-def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
-    found = [(text.find(s), s) for s in stops if s and s in text]
-    return min(found) if found else None
+def _weights_version(model) -> int:
+    """Changes whenever any parameter is modified in place (optimizer steps, load_state_dict)."""
+    return hash(tuple((id(p), p._version) for p in model.parameters()))
+
+
+def action_end(action_format: str, has_tools: bool = False):
+    """A test on the reply so far: True once the action it carries is complete.
+
+    ``extract_action`` reads the first non-empty line (plain), the ``<action>`` block (tags) or
+    the ``<tool_call>`` blocks (tools); nothing after that reaches the env, so generating it is
+    wasted time. Tools: one complete call ends the reply.
+    """
+    if has_tools:
+        return lambda text: "</tool_call>" in text
+    if action_format == "tags":
+        return lambda text: "</action>" in text
+    return lambda text: "\n" in text.lstrip()
 
 
 def _key(messages: list[dict], tools) -> str:

@@ -13,7 +13,8 @@
 Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampling options
 (``temperature``, ``top_p``, ``top_k``, ``max_new_tokens``/``max_tokens``, ``stop`` as ``a|b``),
 prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible``,
-``system_prompt``), ``batch_size``, ``device``, ``dtype`` for ``hf``, and ``model``, ``api_key``,
+``system_prompt``), ``batch_size``, ``kv_cache``, ``kv_cache_tokens``, ``stop_at_action``, ``device``,
+``dtype`` for ``hf``, and ``model``, ``api_key``,
 ``concurrency``, ``max_retries``, ``timeout``, ``logprobs``, ``token_ids`` for ``openai``. Values given
 as text are converted.
 """
@@ -29,7 +30,8 @@ POLICY_KINDS = ("expert", "random", "human", "hf:smollm2-135m", "hf:tiny", "hf:P
 _PROMPT_KEYS = {"action_format": str, "history": str, "history_k": int, "show_admissible": "bool",
                 "system_prompt": str}
 _HF_KEYS = {"temperature": float, "top_p": float, "top_k": int, "max_new_tokens": int, "stop": "list",
-            "include_stop_str": "bool", "batch_size": int, "seed": int, "cache_size": int}
+            "include_stop_str": "bool", "batch_size": int, "seed": int, "cache_size": int,
+            "kv_cache": "bool", "kv_cache_tokens": int, "stop_at_action": "bool"}
 _HF_LOAD_KEYS = {"device": str, "dtype": str}
 _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
                 "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int,

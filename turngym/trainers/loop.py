@@ -480,9 +480,12 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
     cfg = tr.cfg
     tasks = [eval_ids[i % len(eval_ids)] for i in range(cfg.eval.episodes)]
     tr.eval_policy.reset_history()
+    bar = _progress(tr, total=len(tasks), desc=f"eval {update}")
     # a fixed seed: every evaluation sees the same episodes, so curves compare like with like
     trajectories = collect(pool, tr.eval_policy, tasks, group_size=1, seed=cfg.seed + 100_003,
-                           max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer)
+                           max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer, bar=bar)
+    bar.close()
+    tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"update_{update:04d}.jsonl", trajectories, append=False)
     return summarize(trajectories, "eval")
 
@@ -524,7 +527,8 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
 
         tr.state["reference_model"] = copy.deepcopy(tr.model).eval().requires_grad_(False)
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
-    tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start")
+    tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start",
+                    start_row=None)
     last = ckpt.latest_checkpoint(run_dir) if cfg.resume else None
     if last is not None:
         saved = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
@@ -543,24 +547,35 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend=cfg.env.backend, env_kwargs=env_kwargs,
                    ray_address=cfg.env.ray_address)
     try:
-        if tr.state["phase"] == "start":
-            row: dict[str, Any] = {"update": 0, "env_steps": 0, "episodes": 0}
-            if cfg.eval.at_start and main:
-                t0 = time.perf_counter()
-                row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
-                log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
-            if cfg.sft.episodes > 0:
-                t0 = time.perf_counter()
-                row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
-                log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
-                    f"on {row['sft/turns']} expert turns")
+        if tr.state["phase"] in ("start", "sft_done"):
+            row: dict[str, Any] = dict(tr.state.get("start_row") or {"update": 0, "env_steps": 0, "episodes": 0})
+            if tr.state["phase"] == "start":
                 if cfg.eval.at_start and main:
+                    # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
+                    log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
                     t0 = time.perf_counter()
-                    after = evaluate(tr, pool, eval_ids, 0)
-                    row.update({k.replace("eval/", "eval_after_sft/"): v for k, v in after.items()},
-                               **{"time/eval_after_sft": time.perf_counter() - t0})
+                    row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
+                    log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
+                if cfg.sft.episodes > 0:
+                    log(f"sft: imitating {cfg.sft.episodes} expert episodes")
+                    t0 = time.perf_counter()
+                    row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
+                    log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
+                        f"on {row['sft/turns']} expert turns")
+                    if cfg.checkpoint_every and main and cfg.eval.at_start:
+                        # keep the SFT weights before the next long evaluation: a run killed
+                        # during it resumes here instead of redoing SFT
+                        tr.state.update(phase="sft_done", start_row=row)
+                        ckpt.save_checkpoint(run_dir, 0, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
+                                             cfg.keep_checkpoints)
+            if cfg.sft.episodes > 0 and cfg.eval.at_start and main:
+                log(f"eval after sft: {cfg.eval.episodes} held-out episodes")
+                t0 = time.perf_counter()
+                after = evaluate(tr, pool, eval_ids, 0)
+                row.update({k.replace("eval/", "eval_after_sft/"): v for k, v in after.items()},
+                           **{"time/eval_after_sft": time.perf_counter() - t0})
             metrics.write(row)
-            tr.state["phase"] = "rl"
+            tr.state.update(phase="rl", start_row=None)
             if cfg.checkpoint_every and main:
                 ckpt.save_checkpoint(run_dir, 0, tr.modules, optimizer, _saved_state(tr), tr.np_rng,
                                      cfg.keep_checkpoints)
@@ -571,6 +586,8 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             update = tr.state["update"] + 1
             row = one_update(tr, pool, optimizer, train_ids, update)
             if main and (cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates):
+                log(f"update {update}: train success {row.get('train/success_rate', 0):.2f}; "
+                    f"eval on {cfg.eval.episodes} held-out episodes")
                 t0 = time.perf_counter()
                 row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
             tr.state["update"] = update
@@ -598,7 +615,8 @@ def _quiet(_: str) -> None:
 
 
 def _saved_state(tr: Trainer) -> dict[str, Any]:
-    return {k: tr.state[k] for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase")}
+    return {k: tr.state.get(k) for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase",
+                                         "start_row")}
 
 
 def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) -> dict[str, Any]:
@@ -608,8 +626,12 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     # every process draws the whole update's tasks (keeping the task stream in step) and runs its share
     tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update * size)[rank::size]
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
+    bar = _progress(tr, total=len(tasks) * cfg.rl.group_size, desc=f"rollouts {update}")
     trajectories = collect(pool, tr.rollout_policy, tasks, group_size=cfg.rl.group_size,
-                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer)
+                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer,
+                           bar=bar)
+    bar.close()
+    tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway
     retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
     t1 = time.perf_counter()
     samples = compute_advantages(tr, trajectories)
@@ -625,8 +647,14 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     tr.state["episodes"] += len(trajectories)
     entropies = [e for t in trajectories for s in t.steps for e in s.entropies]
     tokens = sum(len(s.completion_ids) for s in samples)
+    signal = learning_signal(trajectories)
+    if signal["advantage/nonzero_turns"] == 0:
+        # every group had identical outcomes: the update cannot change the policy
+        tr.log(f"warning: update {update} had no learning signal (all {signal['train/groups']} groups had "
+               "identical returns, every advantage is 0)")
     return {"update": update, "env_steps": tr.state["env_steps"], "episodes": tr.state["episodes"],
-            **summarize(trajectories, "train"), **losses,
+            **summarize(trajectories, "train"), **losses, **signal,
+            "warning/no_signal": int(signal["advantage/nonzero_turns"] == 0),
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
             "policy/completion_tokens": tokens,
             **({"policy/retokenized_steps": retokenized} if retokenized else {}),
@@ -635,6 +663,19 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
             if steps else None,
             "time/rollout": t1 - t0, "time/advantages": t2 - t1, "time/update": t3 - t2,
             "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None}
+
+
+def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
+    """How much of an update can teach anything: groups whose members' returns differ, and
+    turns with a non-zero advantage (written by ``compute_advantages``)."""
+    groups: dict[str, set] = {}
+    for t in trajectories:
+        if t.scorable:
+            groups.setdefault(t.group_id, set()).add(round(t.episode_return, 9))
+    turns = [s for t in trajectories if t.scorable for s in t.steps if s.completion_ids]
+    return {"train/groups": len(groups), "train/mixed_groups": sum(len(r) > 1 for r in groups.values()),
+            "advantage/nonzero_turns": sum(abs(s.advantage or 0.0) > 1e-9 for s in turns),
+            "advantage/turns": len(turns)}
 
 
 def sync_server(tr: Trainer) -> None:

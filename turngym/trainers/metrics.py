@@ -79,8 +79,29 @@ def truncate_metrics(path: Path, last_update: int) -> None:
     os.replace(tmp, path)
 
 
+def eval_points(rows: list[dict[str, Any]], metric: str) -> list[tuple[float, float, str]]:
+    """Every held-out evaluation of a run as (x, value, stage), x in updates.
+
+    The zero-shot evaluation sits at x = -1 when SFT ran (SFT occupies -1..0, before RL's first
+    update), the after-SFT one at 0, RL's at their update; without SFT, zero-shot is at 0.
+    """
+    points = []
+    sft = any(r.get("sft/turns") for r in rows)
+    for r in rows:
+        update = r.get("update", 0)
+        if r.get(f"eval/{metric}") is not None:
+            at_start = update == 0
+            points.append((-1.0 if at_start and sft else float(update), r[f"eval/{metric}"],
+                           "zero-shot" if at_start else "rl"))
+        if r.get(f"eval_after_sft/{metric}") is not None:
+            points.append((0.0, r[f"eval_after_sft/{metric}"], "after sft"))
+    return sorted(points)
+
+
 def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str | None = None) -> Path:
-    """Success rate and mean return against env steps (train and held-out eval) as a PNG."""
+    """Success rate and mean return against updates: training rollouts, and every held-out
+    evaluation at its true position (zero-shot, after SFT, during RL), the SFT phase shaded and
+    updates with no learning signal marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,17 +111,28 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str |
     rows = read_metrics(run_dir / "metrics.jsonl")
     out = Path(out) if out else run_dir / "curves.png"
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    sft = any(r.get("sft/turns") for r in rows)
     for ax, metric, label in ((axes[0], "success_rate", "success rate"), (axes[1], "mean_return", "mean return")):
-        for prefix, style in (("train", "-"), ("eval", "o-")):
-            pts = [(r.get("env_steps", 0), r[f"{prefix}/{metric}"]) for r in rows
-                   if r.get(f"{prefix}/{metric}") is not None]
-            if pts:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, style, label=f"{prefix}")
-        ax.set_xlabel("env steps")
+        if sft:
+            ax.axvspan(-1, 0, color="tab:orange", alpha=0.15, label="SFT")
+        train = [(r["update"], r[f"train/{metric}"]) for r in rows
+                 if r.get(f"train/{metric}") is not None and r.get("update")]
+        if train:
+            xs, ys = zip(*train)
+            ax.plot(xs, ys, "-", color="tab:blue", alpha=0.7, label="train rollouts")
+            silent = [(r["update"], r[f"train/{metric}"]) for r in rows
+                      if r.get("warning/no_signal") and r.get(f"train/{metric}") is not None]
+            if silent:
+                sx, sy = zip(*silent)
+                ax.plot(sx, sy, "x", color="tab:red", label="no learning signal")
+        points = eval_points(rows, metric)
+        if points:
+            xs, ys, _ = zip(*points)
+            ax.plot(xs, ys, "o-", color="tab:green", label="held-out eval")
+        ax.set_xlabel("RL update (SFT before 0)" if sft else "RL update")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.suptitle(title or run_dir.name)
     fig.tight_layout()
     fig.savefig(out, dpi=100)

@@ -9,6 +9,7 @@ then each action and the env's answer), which is how SFT prompts match RL prompt
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from turngym.core.policy import Conversation
@@ -17,8 +18,16 @@ from turngym.trainers.spans import parse_spans
 
 
 def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_steps: int,
-            tokenizer=None, on_trajectory=None) -> list[Trajectory]:
-    trajectories = pool.rollout(policy, task_ids, group_size=group_size, seed=seed, max_steps=max_steps,
+            tokenizer=None, on_trajectory=None, bar=None) -> list[Trajectory]:
+    """Grouped rollouts with parsed spans; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
+    if bar is not None:
+        done = on_trajectory
+
+        def on_trajectory(traj):
+            bar.update(1)
+            if done is not None:
+                done(traj)
+    trajectories = pool.rollout(with_progress(policy, bar), task_ids, group_size=group_size, seed=seed, max_steps=max_steps,
                                 on_trajectory=on_trajectory)
     for traj in trajectories:
         for step in traj.steps:
@@ -28,6 +37,40 @@ def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_s
                 if tokenizer is not None and step.completion_ids else step.action
             step.spans = parse_spans(reply)
     return trajectories
+
+
+class TurnProgress:
+    """A policy wrapper that counts turns and generated tokens, and reports them after each batch.
+
+    Episodes of a long task can take minutes each; a bar that moves only when an episode ends
+    looks frozen. ``report(text)`` gets e.g. ``"412 turns, 38 tok/s"`` after every ``act``.
+    Everything else (``env_side``, ``prompt``, ...) reads through to the wrapped policy.
+    """
+
+    def __init__(self, policy, report):
+        self.policy, self.report = policy, report
+        self.turns = self.tokens = 0
+        self.seconds = 0.0
+
+    def act(self, conversations):
+        start = time.perf_counter()
+        outs = self.policy.act(conversations)
+        self.seconds += time.perf_counter() - start
+        self.turns += len(conversations)
+        self.tokens += sum(len(getattr(o, "completion_ids", None) or []) for o in outs)
+        rate = f", {self.tokens / self.seconds:.0f} tok/s" if self.tokens and self.seconds > 0 else ""
+        self.report(f"{self.turns} turns{rate}")
+        return outs
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+
+def with_progress(policy, bar):
+    """``policy`` reporting turns and tokens/s in a tqdm ``bar``'s postfix (unchanged when no bar)."""
+    if bar is None or getattr(bar, "disable", False):
+        return policy
+    return TurnProgress(policy, lambda text: bar.set_postfix_str(text, refresh=True))
 
 
 def attach_tokens(policy, trajectories: list[Trajectory]) -> int:

@@ -1,0 +1,163 @@
+"""Fast rollouts: the key/value cache kept across turns changes no token, stopping at the end of
+the action, cache invalidation on weight changes, and per-turn progress."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+from policy_models import one_torch_thread, tiny  # noqa: E402
+
+import turngym  # noqa: E402
+from turngym.agents.decoding import PrefixCache  # noqa: E402
+from turngym.agents.hf import HFPolicy, action_end  # noqa: E402
+from turngym.agents.prompts import PromptConfig  # noqa: E402
+from turngym.core.policy import Conversation  # noqa: E402
+from turngym.trainers.rollout import TurnProgress  # noqa: E402
+
+COUNTER = "turngym-tests/Counter-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def small64():
+    """The tiny model in float64: its random logits are nearly flat, and float32 rounding
+    differences between batch shapes could flip a greedy argmax; float64 makes ties vanishingly rare."""
+    model, tokenizer = tiny()
+    import copy
+
+    return copy.deepcopy(model).to(torch.float64), tokenizer
+
+
+def _episodes(policy, tasks=("counter-1", "counter-2", "counter-3"), group_size=2, max_steps=5):
+    with turngym.EnvPool(COUNTER, num_envs=4, backend="inline") as pool:
+        return pool.rollout(policy, list(tasks), group_size=group_size, seed=5, max_steps=max_steps)
+
+
+def _no_cache_greedy(model, prompt: list[int], n: int) -> list[int]:
+    """Greedy decoding by full forward passes: no key/value cache anywhere."""
+    ids = list(prompt)
+    for _ in range(n):
+        with torch.no_grad():
+            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1]
+        ids.append(int(logits.argmax()))
+    return ids[len(prompt):]
+
+
+def test_greedy_tokens_identical_with_and_without_the_cache(small64):
+    model, tokenizer = small64
+    cached = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=6, kv_cache=True)
+    naive = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=6, kv_cache=False)
+    with_cache, without = _episodes(cached), _episodes(naive)
+    assert cached.kv_cache.reused_tokens > 0 and naive.kv_cache.reused_tokens == 0
+    for a, b in zip(with_cache, without):
+        assert [s.completion_ids for s in a.steps] == [s.completion_ids for s in b.steps]
+        assert [s.prompt_ids for s in a.steps] == [s.prompt_ids for s in b.steps]
+        for sa, sb in zip(a.steps, b.steps):
+            assert torch.allclose(torch.tensor(sa.logprobs), torch.tensor(sb.logprobs), atol=1e-9)
+    # and against decoding with no cache at all, on a late turn (the longest cached prefix)
+    last = with_cache[0].steps[-1]
+    expected = _no_cache_greedy(model, last.prompt_ids, 6)
+    assert last.completion_ids == expected[:len(last.completion_ids)]
+
+
+def test_batched_rows_of_different_lengths_match_one_at_a_time(small64):
+    model, tokenizer = small64
+    policy = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=5, kv_cache=False)
+    prompts = [[1, 2, 3], list(range(5, 40)), [7] * 12]
+    together = policy.generate(prompts)
+    for prompt, gen in zip(prompts, together):
+        assert gen.completion_ids == _no_cache_greedy(model, prompt, 5)
+
+
+def test_group_members_share_the_prefilled_prompt(small64):
+    model, tokenizer = small64
+    policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=3, seed=0)
+    prompt = list(range(10, 60))
+    policy.generate([prompt])
+    reused = policy.kv_cache.reused_tokens
+    policy.generate([prompt, prompt + [5, 6]])
+    # both rows start from the stored 50-token prompt (minus the last token, which gives logits)
+    assert policy.kv_cache.reused_tokens - reused >= 49 + 50
+
+
+def test_replies_stop_where_the_action_ends():
+    plain, tags, tools = action_end("plain"), action_end("tags"), action_end("plain", has_tools=True)
+    assert not plain("\n\n  go to") and plain("go to fridge 1\n") and not plain("go to fridge 1")
+    assert tags("<think>x</think><action>look</action>") and not tags("<action>look")
+    assert tools('<tool_call>{"name": "inc"}</tool_call>') and not tools("inc\n")
+
+
+def test_act_stops_at_the_end_of_the_first_line(small64):
+    model, tokenizer = small64
+    stop_policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=40, seed=3)
+    trajs = _episodes(stop_policy, group_size=2, max_steps=3)
+    for step in (s for t in trajs for s in t.steps):
+        text = tokenizer.decode(step.completion_ids, skip_special_tokens=True)
+        # a stopped reply's text has one non-empty line, ending at the token that holds the newline
+        assert step.completion_ids[-1] in stop_policy.eos_ids or len(step.completion_ids) == 40 \
+            or "\n" in text.lstrip()
+        assert "\n" not in tokenizer.decode(step.completion_ids[:-1], skip_special_tokens=True).lstrip()
+
+
+def test_weight_changes_invalidate_cached_keys(small64):
+    import copy
+
+    model, tokenizer = small64
+    model = copy.deepcopy(model)
+    policy = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=4)
+    prompt = list(range(20, 50))
+    policy.generate([prompt])
+    assert len(policy.kv_cache) == 1
+    with torch.no_grad():
+        model.model.norm.weight.mul_(1.5)  # an in-place update, as an optimizer step does
+    after = policy.generate([prompt])[0]
+    assert after.completion_ids == _no_cache_greedy(model, prompt, 4)[:len(after.completion_ids)]
+    assert policy.kv_cache.reused_tokens == 0  # the stale entry was dropped, not reused
+
+
+def test_prefix_cache_lookup_and_bounds():
+    def kv(n):
+        return [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]
+
+    cache = PrefixCache(max_tokens=10)
+    cache.store([1, 2, 3], kv(3))
+    cache.store([1, 2, 3, 4, 5], kv(5))   # covers the first entry, which goes
+    assert len(cache) == 1
+    n, got = cache.lookup([1, 2, 3, 9])
+    assert n == 3 and got[0][0].shape[2] == 3
+    cache.store([7, 8, 9, 10, 11, 12], kv(6))  # 11 tokens > 10: the oldest entry goes
+    assert len(cache) == 1 and cache.lookup([1, 2])[0] == 0
+
+
+def test_turn_progress_counts_turns_and_tokens(small64):
+    model, tokenizer = small64
+    lines = []
+    policy = TurnProgress(HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=3, seed=0), lines.append)
+    conv = Conversation(messages=[{"role": "system", "content": "Count."}, {"role": "user", "content": "Go."}])
+    policy.act([conv, conv])
+    assert policy.turns == 2 and policy.tokens > 0
+    assert lines[-1].startswith("2 turns, ") and lines[-1].endswith("tok/s")
+    assert policy.prompt is policy.policy.prompt  # attributes read through
+
+
+def test_tags_format_with_the_cache_records_what_was_generated(small64):
+    model, tokenizer = small64
+    policy = HFPolicy(model, tokenizer, temperature=0.9, max_new_tokens=6, seed=1,
+                      prompt=PromptConfig(action_format="tags"))
+    trajs = _episodes(policy, tasks=("counter-4",), group_size=3, max_steps=3)
+    from turngym.agents.scoring import score_completions
+
+    steps = [s for t in trajs for s in t.steps]
+    scores = score_completions(model, [s.prompt_ids for s in steps], [s.completion_ids for s in steps],
+                               temperature=policy.temperature)
+    for s, lp in zip(steps, scores.to_lists()[0]):
+        assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)

@@ -1,0 +1,292 @@
+"""Token generation for HFPolicy: batched sampling with a key/value cache that outlives the call.
+
+A multi-turn episode only grows: turn t+1's prompt is turn t's prompt, its reply, and the new
+observation. Re-encoding the whole conversation every turn makes a 50-turn episode quadratic,
+so ``PrefixCache`` keeps the attention keys/values of recent sequences and each new prompt
+starts from the longest cached prefix it shares with any of them:
+
+- the same episode's previous turn (everything but the new observation is cached);
+- a sibling of its group (identical first prompt: prefilled once, then shared);
+- any episode of the same env (the system prompt and instructions are a common prefix).
+
+``generate`` prefills each prompt's uncached suffix on its own (no padding waste), then decodes
+all rows together, one token per step, left-padding the caches to a common width; rows that
+finish leave the batch at once. Keys are cached after rotary embedding at their true positions,
+and padding is masked, so a row's logits equal a fresh full forward pass up to float rounding.
+
+Sampling happens here (not in ``model.generate``) so each token's log-prob and entropy come
+from the very logits it was drawn from, and stopping is per row: an end-of-turn token, a stop
+string, or a caller's ``stop_when(text)`` (the end of an action).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
+
+
+@dataclass
+class RowResult:
+    """One row's generated tokens with the statistics of the distribution each was drawn from."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    entropies: list[float]
+    finish_reason: str      # "stop" or "length"
+    ended_with_eos: bool
+    stop_hit: tuple[int, str] | None  # (character position, stop string) when a stop string ended it
+
+
+# ----- the cache store -----------------------------------------------------------------------
+
+class PrefixCache:
+    """Key/value caches of recent token sequences, looked up by longest common prefix.
+
+    ``max_tokens`` bounds the tokens held over all entries (least recently used go first); an
+    entry that is a prefix of a newly stored one is dropped, since the new one covers it.
+    """
+
+    def __init__(self, max_tokens: int = 32768):
+        self.max_tokens = int(max_tokens)
+        self._entries: OrderedDict[int, tuple[np.ndarray, KV]] = OrderedDict()
+        self._next = 0
+        self.hits = self.lookups = self.reused_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids, _ in self._entries.values())
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def lookup(self, ids: Sequence[int]) -> tuple[int, KV | None]:
+        """(n, kv): the longest cached prefix of ``ids`` (n tokens) and its keys/values (views)."""
+        self.lookups += 1
+        if not self._entries or not ids:
+            return 0, None
+        query = np.asarray(ids, dtype=np.int64)
+        best, best_key = 0, None
+        for key, (stored, _) in self._entries.items():
+            n = min(len(stored), len(query))
+            if n <= best:
+                continue
+            same = stored[:n] == query[:n]
+            common = n if same.all() else int(np.argmin(same))
+            if common > best:
+                best, best_key = common, key
+        if best_key is None:
+            return 0, None
+        self._entries.move_to_end(best_key)
+        self.hits += 1
+        self.reused_tokens += best
+        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key][1]]
+
+    def store(self, ids: Sequence[int], kv: KV) -> None:
+        if self.max_tokens <= 0 or not ids or len(ids) > self.max_tokens:
+            return
+        stored = np.asarray(ids, dtype=np.int64)
+        for key in [k for k, (old, _) in self._entries.items()
+                    if len(old) <= len(stored) and np.array_equal(old, stored[:len(old)])]:
+            del self._entries[key]
+        self._entries[self._next] = (stored, kv)
+        self._next += 1
+        total = self.tokens
+        while total > self.max_tokens and len(self._entries) > 1:
+            _, (old, _) = self._entries.popitem(last=False)
+            total -= len(old)
+
+
+# ----- transformers' cache object ------------------------------------------------------------
+
+def _to_layers(cache) -> KV:
+    if hasattr(cache, "layers"):  # transformers >= 4.56
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache))
+    return [(k, v) for k, v in cache]  # legacy tuples
+
+
+def _from_layers(kv: KV):
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i, (k, v) in enumerate(kv):
+        cache.update(k, v, i)
+    return cache
+
+
+def _forward(model, cache, **kwargs):
+    """model(...) with a key/value cache -> (logits of the last position, the cache after).
+
+    transformers renamed ``past_key_values`` to ``cache`` (5.2x); pass whichever this one takes.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+    out = model(**kwargs, **{name: cache}, use_cache=True)
+    after = getattr(out, "cache", None) if name == "cache" else out.past_key_values
+    return out.logits[:, -1, :], after
+
+
+def _row_kv(kv: KV, row: int, start: int, end: int) -> KV:
+    # copies: a view would keep the whole batch's tensors alive as long as the entry lives
+    return [(k[row:row + 1, :, start:end].clone(), v[row:row + 1, :, start:end].clone()) for k, v in kv]
+
+
+def _left_pad_stack(rows: list[KV], width: int) -> KV:
+    """One batch cache from per-row caches of different lengths, padded on the left to ``width``."""
+    out = []
+    for layer in range(len(rows[0])):
+        keys, values = [], []
+        for kv in rows:
+            k, v = kv[layer]
+            pad = width - k.shape[2]
+            if pad:
+                k = torch.cat([k.new_zeros(k.shape[0], k.shape[1], pad, k.shape[3]), k], dim=2)
+                v = torch.cat([v.new_zeros(v.shape[0], v.shape[1], pad, v.shape[3]), v], dim=2)
+            keys.append(k)
+            values.append(v)
+        out.append((torch.cat(keys, 0), torch.cat(values, 0)))
+    return out
+
+
+# ----- sampling ------------------------------------------------------------------------------
+
+def sample(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(tokens, log-probs, entropies) for ``logits`` [B, V].
+
+    Log-probs and entropies are those of ``softmax(logits / T)`` before any top-k/top-p cut
+    (T = 1 for greedy, ``temperature=0``), which is what ``score_completions`` recomputes.
+    """
+    logits = logits.float()
+    greedy = temperature <= 0
+    log_probs = torch.log_softmax(logits if greedy else logits / temperature, dim=-1)
+    entropies = -(log_probs.exp() * log_probs).sum(-1)
+    if greedy:
+        tokens = logits.argmax(-1)
+    else:
+        cut = log_probs
+        if top_k and top_k < cut.shape[-1]:
+            kth = cut.topk(top_k, dim=-1).values[:, -1:]
+            cut = cut.masked_fill(cut < kth, float("-inf"))
+        if top_p < 1.0:
+            ordered, order = cut.sort(dim=-1, descending=True)
+            probs = ordered.softmax(-1)
+            # drop a token when the tokens ranked above it already hold top_p of the mass
+            drop = (probs.cumsum(-1) - probs) > top_p
+            drop[:, 0] = False
+            cut = cut.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+        tokens = torch.multinomial(cut.softmax(-1), 1).squeeze(-1)
+    return tokens, log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropies
+
+
+# ----- generation ----------------------------------------------------------------------------
+
+@torch.no_grad()
+def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float = 1.0,
+             top_k: int = 0, eos_ids: set[int] = frozenset(), stop: Sequence[str] = (),
+             stop_when: Callable[[str], bool] | None = None, decode: Callable[[list[int]], str] | None = None,
+             cache: PrefixCache | None = None, pad_id: int = 0,
+             on_token: Callable[[int], None] | None = None) -> list[RowResult]:
+    """Sample one reply per prompt; see the module docstring.
+
+    ``stop`` strings and ``stop_when`` look at ``decode(tokens so far)``; ``cache`` (optional)
+    supplies cached prefixes and receives every row's keys/values when the row ends.
+    ``on_token(n)`` is called after each decoding step with the number of tokens it produced.
+    """
+    if not prompts:
+        return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    device = next(model.parameters()).device
+    checks_text = bool(stop) or stop_when is not None
+    if checks_text and decode is None:
+        raise ValueError("decode: needed to check stop strings")
+    # 1. prefill each row's uncached suffix (at least its last token, which gives the first logits)
+    row_kv: list[KV] = []
+    first_logits = []
+    for prompt in prompts:
+        n, kv = cache.lookup(prompt) if cache is not None else (0, None)
+        n = min(n, len(prompt) - 1)
+        past = _from_layers([(k[:, :, :n], v[:, :, :n]) for k, v in kv]) if kv is not None and n > 0 else None
+        suffix = torch.tensor([prompt[n:]], dtype=torch.long, device=device)
+        positions = torch.arange(n, len(prompt), device=device).unsqueeze(0)
+        last, after = _forward(model, past, input_ids=suffix, position_ids=positions, logits_to_keep=1)
+        row_kv.append(_to_layers(after))
+        first_logits.append(last)
+    lengths = [len(p) for p in prompts]
+    width = max(lengths)
+    past = _from_layers(_left_pad_stack(row_kv, width))
+    del row_kv
+    attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+    for i, n in enumerate(lengths):
+        attention[i, width - n:] = 1
+    logits = torch.cat(first_logits, 0)
+    # 2. decode the live rows together
+    live = list(range(len(prompts)))                 # original row index of each batch row
+    positions = torch.tensor(lengths, dtype=torch.long, device=device)
+    tokens: list[list[int]] = [[] for _ in prompts]
+    logprobs: list[list[float]] = [[] for _ in prompts]
+    entropies: list[list[float]] = [[] for _ in prompts]
+    results: list[RowResult | None] = [None] * len(prompts)
+    for step in range(max_new_tokens):
+        chosen, lp, ent = sample(logits, temperature, top_p, top_k)
+        chosen_list, lp_list, ent_list = chosen.tolist(), lp.tolist(), ent.tolist()
+        keep = []
+        for b, row in enumerate(live):
+            tok = chosen_list[b]
+            tokens[row].append(tok)
+            logprobs[row].append(lp_list[b])
+            entropies[row].append(ent_list[b])
+            finish = None
+            if tok in eos_ids:
+                finish = ("stop", True, None)
+            elif checks_text:
+                text = decode(tokens[row])
+                hit = _first_stop(text, stop)
+                if hit is not None:
+                    finish = ("stop", False, hit)
+                elif stop_when is not None and stop_when(text):
+                    finish = ("stop", False, None)
+            if finish is None and step == max_new_tokens - 1:
+                finish = ("length", False, None)
+            if finish is None:
+                keep.append(b)
+                continue
+            results[row] = RowResult(tokens[row], logprobs[row], entropies[row], *finish)
+            if cache is not None:
+                # the cache covers the prompt and every generated token but the last (not fed yet)
+                pad = width - lengths[row]
+                cache.store(prompts[row] + tokens[row][:-1], _row_kv(_to_layers(past), b, pad, width + step))
+        if on_token is not None:
+            on_token(len(live))
+        if not keep:
+            break
+        if len(keep) < len(live):
+            index = torch.tensor(keep, dtype=torch.long, device=device)
+            past = _from_layers([(k.index_select(0, index), v.index_select(0, index))
+                                 for k, v in _to_layers(past)])
+            attention = attention.index_select(0, index)
+            positions = positions.index_select(0, index)
+            chosen = chosen.index_select(0, index)
+            live = [live[b] for b in keep]
+        attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
+        logits, past = _forward(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
+                                position_ids=positions.unsqueeze(-1))
+        positions = positions + 1
+    return results
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    return min(found) if found else None
