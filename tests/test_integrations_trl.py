@@ -3,6 +3,7 @@ run for real with the tiny model on CPU."""
 
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -34,7 +35,9 @@ def _config(tmp_path, **overrides):
 
 
 def _model():
+    """A private copy: training must not change the cached tiny model other tests compare against."""
     model, tokenizer = tiny()
+    model, tokenizer = copy.deepcopy(model), copy.deepcopy(tokenizer)
     tokenizer.padding_side = "left"
     return model, tokenizer
 

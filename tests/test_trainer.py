@@ -82,7 +82,7 @@ def test_config_yaml_toml_and_overrides(tmp_path):
         cfg = load_config(tmp_path / name, ["rl.group_size=4", "model.lora_target_modules=[q_proj]"])
         assert (cfg.seed, cfg.rl.estimator, cfg.rl.lr, cfg.rl.group_size) == (3, "rloo", 2e-5, 4)
         assert cfg.model.lora_target_modules == ["q_proj"]
-    for example in sorted((REPO / "examples").glob("*.*")):
+    for example in sorted(p for p in (REPO / "examples").glob("*.*") if p.suffix != ".py"):
         load_config(example)  # the shipped examples stay valid
     rows = describe()
     assert len(rows) == len({r[0] for r in rows}) > 40
