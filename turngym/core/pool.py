@@ -202,6 +202,18 @@ class _alarm:
         return False
 
 
+def drain(results: queue.Queue, timeout: float | None) -> list:
+    """Wait up to ``timeout`` s for one item of ``results``, then take every item already there."""
+    out = []
+    try:
+        out.append(results.get(timeout=timeout))
+        while True:
+            out.append(results.get_nowait())
+    except queue.Empty:
+        pass
+    return out
+
+
 class _ThreadBackend:
     """One thread per host. A hung thread cannot be killed: replace() abandons it (and asks
     Python to raise StepTimeout in it, which ends a pure-Python loop) and starts a new one."""
@@ -240,14 +252,8 @@ class _ThreadBackend:
         self.inboxes[h].put(ops)
 
     def poll(self, timeout: float | None) -> list[tuple]:
-        raw = []
-        try:
-            raw.append(self.results.get(timeout=timeout))
-            while True:
-                raw.append(self.results.get_nowait())
-        except queue.Empty:
-            pass
-        return [(h, result) for h, generation, result in raw if generation == self.generation[h]]
+        return [(h, result) for h, generation, result in drain(self.results, timeout)
+                if generation == self.generation[h]]
 
     def replace(self, h: int) -> None:
         old = self.threads[h]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 
+from turngym.core.pool import drain
 from turngym.integrations.env_client import EnvClient
 
 
@@ -56,15 +57,8 @@ class RemoteBackend:
 
     def poll(self, timeout: float | None) -> list[tuple]:
         """One event per finished op, ``(h, (slot, status, payload))``, as the pool expects."""
-        raw = []
-        try:
-            raw.append(self.results.get(timeout=timeout))
-            while True:
-                raw.append(self.results.get_nowait())
-        except queue.Empty:
-            pass
         out = []
-        for h, generation, item in raw:
+        for h, generation, item in drain(self.results, timeout):
             if generation != self.generation[h]:
                 continue  # a replaced host's late answer
             if isinstance(item, BaseException):

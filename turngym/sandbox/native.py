@@ -199,11 +199,7 @@ def _run_bwrap(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: L
             exit_line = _read_available(exit_r) if exit_r is not None else None
             res.error = _bwrap_failure(_read_available(status_r), exit_line, res)
         if collector is not None:
-            blob, over = collector()
-            if res.error is None and not res.timed_out:
-                res.files = _read_tar(blob, limits, res) if not over else None
-                if over:
-                    res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
+            _collect(collector, limits, res)
         return res
     finally:
         for fd, _ in fds:
@@ -280,6 +276,15 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _collect(collector, limits, res) -> None:
+    """Put the work dir's files (read from the capped collect pipe) into ``res.files``."""
+    blob, over = collector()
+    if res.error is None and not res.timed_out:
+        res.files = _read_tar(blob, limits, res) if not over else None
+        if over:
+            res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
 
 
 def _read_tar(blob: bytes, limits: Limits, res: Result | None = None) -> dict[str, str | bytes] | None:
@@ -409,11 +414,7 @@ def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits:
         if res.error is None and b"ready" not in _read_available(status_r) and not res.timed_out:
             res.error = res.stderr.strip()[-500:] or f"the sandbox set-up failed (exit code {res.exit_code})"
         if collector is not None:
-            blob, over = collector()
-            if res.error is None and not res.timed_out:
-                res.files = _read_tar(blob, limits, res) if not over else None
-                if over:
-                    res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
+            _collect(collector, limits, res)
         return res
     finally:
         _close(files_fd, status_r, status_w, collect_r, collect_w)
