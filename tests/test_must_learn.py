@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import trainer_envs  # noqa: E402  (registers the no-letter-e env)
+from policy_models import one_torch_thread  # noqa: E402
 
 from turngym.trainers.config import load_config  # noqa: E402
 from turngym.trainers.loop import train  # noqa: E402
@@ -32,10 +33,8 @@ SETTINGS = ["model.name=tiny", f"env.id={trainer_envs.NO_E_ID}", "env.eval_split
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 def run(run_dir) -> list[dict]:

@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
+from policy_models import one_torch_thread  # noqa: E402
 
 from turngym.core.records import read_jsonl  # noqa: E402
 from turngym.trainers.config import TrainConfig, describe, load_config  # noqa: E402
@@ -37,11 +38,8 @@ BASE = ["model.name=tiny", f"env.id={trainer_envs.ENV_ID}", "env.eval_split=test
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    # Shared 2-core machines: one intra-op thread is much faster than two fighting for cores.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 def cfg_for(tmp_path, *extra: str, name: str = "run") -> TrainConfig:

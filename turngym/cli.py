@@ -232,16 +232,12 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
 
 def _task_ids(env, split: str, env_id: str) -> list[str]:
     """The split's task ids, or one line naming the splits the env has."""
-    try:
-        tasks = env.task_ids(split)
-    except (ValueError, KeyError):
-        tasks = []
-    if not tasks:
-        from turngym.core.env import splits_of
+    from turngym.core.env import split_task_ids
 
-        raise CLIError(f"--split: {split!r} has no tasks for {env_id}; allowed: "
-                       f"{', '.join(splits_of(env)) or 'none found'}")
-    return tasks
+    try:
+        return split_task_ids(env, split, "--split", env_id)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
 
 
 def _check_out(out: str) -> None:

@@ -261,6 +261,19 @@ def _reset_messages(instructions: str, obs: str) -> list[dict]:
 SPLIT_NAMES = ("train", "valid", "valid_seen", "valid_unseen", "eval", "dev", "test")
 
 
+def split_task_ids(env: TurnEnv, split: str, field: str, env_id: str) -> list[str]:
+    """The task ids of ``split``; a ``ValueError`` naming ``field`` and the splits the env has when
+    there are none (an unknown split included)."""
+    try:
+        tasks = env.task_ids(split)
+    except (ValueError, KeyError):
+        tasks = []
+    if not tasks:
+        raise ValueError(f"{field}: {split!r} has no tasks for {env_id}; allowed: "
+                         f"{', '.join(splits_of(env)) or 'none found'}")
+    return tasks
+
+
 def splits_of(env: TurnEnv) -> list[str]:
     """The usual split names that hold tasks for this env (for messages naming allowed values)."""
     found = []

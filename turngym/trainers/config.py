@@ -201,7 +201,7 @@ def check_run(cfg: TrainConfig) -> None:
     target modules. Each failure is a ValueError naming the field and the allowed values."""
     import turngym
     from turngym.agents.models import _ALIASES, MODEL_NAMES
-    from turngym.core.env import splits_of
+    from turngym.core.env import split_task_ids
 
     try:
         env_spec = turngym.spec(cfg.env.id)
@@ -213,14 +213,7 @@ def check_run(cfg: TrainConfig) -> None:
         raise ValueError(f"env.kwargs: {e}") from None
     try:
         for name in ("train_split", "eval_split"):
-            split = getattr(cfg.env, name)
-            try:
-                ids = env.task_ids(split)
-            except (ValueError, KeyError):
-                ids = []
-            if not ids:
-                raise ValueError(f"env.{name}: {split!r} has no tasks for {env_spec.id}; allowed: "
-                                 f"{', '.join(splits_of(env)) or 'none found'}")
+            split_task_ids(env, getattr(cfg.env, name), f"env.{name}", env_spec.id)
     finally:
         env.close()
     name = _ALIASES.get(cfg.model.name, cfg.model.name)
