@@ -161,3 +161,42 @@ def test_tags_format_with_the_cache_records_what_was_generated(small64):
                                temperature=policy.temperature)
     for s, lp in zip(steps, scores.to_lists()[0]):
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)
+
+
+def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
+    """Scoring encodes the prompts' common head once and broadcasts its keys/values; log-probs,
+    entropies and LoRA gradients must equal scoring every row in full."""
+    from peft import LoraConfig, get_peft_model
+
+    from turngym.agents.scoring import common_head, head_groups, score_completions
+
+    model, _ = small64
+    import copy
+
+    lora = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"],
+                                                            task_type="CAUSAL_LM"))
+    for name, p in lora.named_parameters():
+        if "lora_B" in name:  # B starts at 0; make the adapters matter
+            torch.nn.init.normal_(p, std=0.05)
+    g = torch.Generator().manual_seed(0)
+    system = torch.randint(10, 1000, (20,), generator=g).tolist()
+    head = system + torch.randint(10, 1000, (40,), generator=g).tolist()          # task A's turns
+    other = system + torch.randint(10, 1000, (50,), generator=g).tolist()         # task B's turns
+    prompts = [head + torch.randint(10, 1000, (k,), generator=g).tolist() for k in (5, 12, 1, 30)]
+    prompts += [other + torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 9)]
+    prompts.insert(2, torch.randint(10, 1000, (7,), generator=g).tolist())       # shares nothing
+    completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 7, 2, 1, 5, 4, 6)]
+    assert common_head(prompts[:2]) == 60 and common_head(prompts[:1]) == 0
+    assert common_head([head, head]) == 59  # each row keeps its last prompt token
+    assert sorted(map(sorted, head_groups(prompts))) == [[0, 1, 3, 4], [2], [5, 6]]
+    results = []
+    for share in (False, True):
+        lora.zero_grad()
+        scores = score_completions(lora, prompts, completions, with_grad=True, share_head=share, temperature=0.7)
+        scores.logprobs.sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in lora.parameters() if p.requires_grad])
+        results.append((scores.logprobs.detach(), scores.entropies.detach(), grads))
+    (lp0, ent0, g0), (lp1, ent1, g1) = results
+    assert torch.allclose(lp0, lp1, atol=1e-9) and torch.allclose(ent0, ent1, atol=1e-9)
+    # peft keeps the adapters in float32: gradients agree to float32 rounding
+    assert g0.abs().max() > 0.1 and torch.allclose(g0, g1, rtol=0, atol=1e-6)

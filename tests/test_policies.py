@@ -110,7 +110,7 @@ def test_bad_model_names_are_clear():
 def test_save_model_round_trip_loads_as_hf_path(small, tmp_path):
     model, tokenizer = small
     save_model(model, tokenizer, tmp_path / "ckpt")
-    policy = load_policy(f"hf:{tmp_path / 'ckpt'}", device="cpu", temperature="0", max_new_tokens="6")
+    policy = load_policy(f"hf:{tmp_path / 'ckpt'}", device="cpu", dtype="float32", temperature="0", max_new_tokens="6")
     ids = [[1, 2, 3, 4]]
     ref = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=6)
     assert policy.generate(ids)[0].completion_ids == ref.generate(ids)[0].completion_ids

@@ -36,7 +36,7 @@ def demo_overrides(args) -> list[str]:
         f"run_dir={args.run_dir}", f"seed={args.seed}", "resume=false", "checkpoint_every=0",
         f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", f"env.num_envs={args.num_envs}",
         f"env.max_turns={args.max_turns}", f"env.kwargs={{shaped_reward: {args.shaped_reward}}}",
-        f"model.name={args.model}", "model.lora=true", "model.lora_rank=16", "model.lora_alpha=32",
+        f"model.name={args.model}", f"model.dtype={args.dtype}", "model.lora=true", "model.lora_rank=16", "model.lora_alpha=32",
         "generation.max_new_tokens=16", f"generation.temperature={args.temperature}",
         "generation.eval_temperature=0",
         # the preset lists admissible actions in every observation already; the goal stays in the
@@ -51,12 +51,16 @@ def demo_overrides(args) -> list[str]:
         "rl.kl_coef=0",
         f"eval.episodes={args.eval_episodes}", f"eval.every={args.eval_every}", "eval.at_start=true",
         f"progress={'false' if args.no_progress else 'true'}",
+        *args.set,
     ]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", default="runs/demo", help="output folder (default: runs/demo)")
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m (default) or tiny (a smoke test)")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="weights and compute dtype (auto: bfloat16 where the CPU computes it natively, "
+                        "AVX512-BF16 or AMX, else float32)")
     p.add_argument("--updates", type=int, default=6, help="GiGPO updates (default: 6)")
     p.add_argument("--group-size", type=int, default=8, help="rollouts per task in a GiGPO group (default: 8)")
     p.add_argument("--tasks-per-update", type=int, default=2, help="tasks per update (default: 2)")
@@ -75,6 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "processes share the cores; 0 = torch's choice)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--show-config", action="store_true", help="print the training config and exit")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any other training config field, as in `turngym train` (repeatable), "
+                        "e.g. --set sft.epochs=2")
 
 
 def run(args) -> int:

@@ -108,7 +108,7 @@ class PrefixCache:
 
 # ----- transformers' cache object ------------------------------------------------------------
 
-def _to_layers(cache) -> KV:
+def to_layers(cache) -> KV:
     if hasattr(cache, "layers"):  # transformers >= 4.56
         return [(layer.keys, layer.values) for layer in cache.layers]
     if hasattr(cache, "key_cache"):
@@ -116,7 +116,7 @@ def _to_layers(cache) -> KV:
     return [(k, v) for k, v in cache]  # legacy tuples
 
 
-def _from_layers(kv: KV):
+def from_layers(kv: KV):
     from transformers import DynamicCache
 
     cache = DynamicCache()
@@ -125,8 +125,9 @@ def _from_layers(kv: KV):
     return cache
 
 
-def _forward(model, cache, **kwargs):
-    """model(...) with a key/value cache -> (logits of the last position, the cache after).
+def forward_with_cache(model, cache, all_logits: bool = False, **kwargs):
+    """model(...) with a key/value cache -> (logits of the last position, or of every kept
+    position with ``all_logits``; the cache after).
 
     transformers renamed ``past_key_values`` to ``cache`` (5.2x); pass whichever this one takes.
     """
@@ -134,7 +135,7 @@ def _forward(model, cache, **kwargs):
     name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
     out = model(**kwargs, **{name: cache}, use_cache=True)
     after = getattr(out, "cache", None) if name == "cache" else out.past_key_values
-    return out.logits[:, -1, :], after
+    return (out.logits if all_logits else out.logits[:, -1, :]), after
 
 
 def _row_kv(kv: KV, row: int, start: int, end: int) -> KV:
@@ -218,15 +219,15 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     for prompt in prompts:
         n, kv = cache.lookup(prompt) if cache is not None else (0, None)
         n = min(n, len(prompt) - 1)
-        past = _from_layers([(k[:, :, :n], v[:, :, :n]) for k, v in kv]) if kv is not None and n > 0 else None
+        past = from_layers([(k[:, :, :n], v[:, :, :n]) for k, v in kv]) if kv is not None and n > 0 else None
         suffix = torch.tensor([prompt[n:]], dtype=torch.long, device=device)
         positions = torch.arange(n, len(prompt), device=device).unsqueeze(0)
-        last, after = _forward(model, past, input_ids=suffix, position_ids=positions, logits_to_keep=1)
-        row_kv.append(_to_layers(after))
+        last, after = forward_with_cache(model, past, input_ids=suffix, position_ids=positions, logits_to_keep=1)
+        row_kv.append(to_layers(after))
         first_logits.append(last)
     lengths = [len(p) for p in prompts]
     width = max(lengths)
-    past = _from_layers(_left_pad_stack(row_kv, width))
+    past = from_layers(_left_pad_stack(row_kv, width))
     del row_kv
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
     for i, n in enumerate(lengths):
@@ -267,21 +268,21 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
             if cache is not None:
                 # the cache covers the prompt and every generated token but the last (not fed yet)
                 pad = width - lengths[row]
-                cache.store(prompts[row] + tokens[row][:-1], _row_kv(_to_layers(past), b, pad, width + step))
+                cache.store(prompts[row] + tokens[row][:-1], _row_kv(to_layers(past), b, pad, width + step))
         if on_token is not None:
             on_token(len(live))
         if not keep:
             break
         if len(keep) < len(live):
             index = torch.tensor(keep, dtype=torch.long, device=device)
-            past = _from_layers([(k.index_select(0, index), v.index_select(0, index))
-                                 for k, v in _to_layers(past)])
+            past = from_layers([(k.index_select(0, index), v.index_select(0, index))
+                                 for k, v in to_layers(past)])
             attention = attention.index_select(0, index)
             positions = positions.index_select(0, index)
             chosen = chosen.index_select(0, index)
             live = [live[b] for b in keep]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
-        logits, past = _forward(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
+        logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
                                 position_ids=positions.unsqueeze(-1))
         positions = positions + 1
     return results

@@ -14,7 +14,7 @@ Options (``--model-kwargs k=v,k=v`` on the command line) go to the policy: sampl
 (``temperature``, ``top_p``, ``top_k``, ``max_new_tokens``/``max_tokens``, ``stop`` as ``a|b``),
 prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible``,
 ``system_prompt``), ``batch_size``, ``kv_cache``, ``kv_cache_tokens``, ``stop_at_action``, ``device``,
-``dtype`` for ``hf``, and ``model``, ``api_key``,
+``dtype`` for ``hf`` (default ``auto``: bfloat16 where the hardware computes it natively), and ``model``, ``api_key``,
 ``concurrency``, ``max_retries``, ``timeout``, ``logprobs``, ``token_ids`` for ``openai``. Values given
 as text are converted.
 """
@@ -74,7 +74,8 @@ def load_hf_policy(name_or_path: str = "smollm2-135m", **options: Any):
     from turngym.agents.models import load_model
 
     kwargs = _convert(options, {**_HF_KEYS, **_HF_LOAD_KEYS, **_PROMPT_KEYS}, "hf")
-    load_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _HF_LOAD_KEYS}
+    # the fast dtype of the hardware unless asked otherwise: evaluation needs no float32 gradients
+    load_kwargs = {"dtype": "auto", **{k: kwargs.pop(k) for k in list(kwargs) if k in _HF_LOAD_KEYS}}
     prompt = _prompt_config({k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS})
     model, tokenizer = load_model(name_or_path, **load_kwargs)
     return HFPolicy(model, tokenizer, prompt=prompt, name=f"hf:{name_or_path}", **kwargs)

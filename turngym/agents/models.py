@@ -70,15 +70,18 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
     Args:
         name_or_path: ``smollm2-135m``, ``tiny``, a checkpoint directory, or a ``.gguf`` file.
         device: ``cpu``, ``cuda``, ... (default: $TURNGYM_DEVICE, else cuda when available, else cpu).
-        dtype: torch dtype name for the weights (``float32``, ``bfloat16``, ``float16``).
+        dtype: torch dtype name for the weights (``float32``, ``bfloat16``, ``float16``), or ``auto``
+            for ``native_dtype(device)``.
         seed: initialisation seed of the ``tiny`` model (same seed, same weights).
     """
     import torch
 
     name = _ALIASES.get(name_or_path, name_or_path)
+    device = device or os.environ.get("TURNGYM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = native_dtype(device) if dtype == "auto" else dtype
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):
-        raise ValueError(f"dtype: {dtype!r} is not a torch dtype; allowed: float32, bfloat16, float16")
+        raise ValueError(f"dtype: {dtype!r} is not a torch dtype; allowed: auto, float32, bfloat16, float16")
     if name == DEFAULT_MODEL:
         model, tokenizer = _load_smollm2(torch_dtype)
     elif name == "tiny":
@@ -93,11 +96,21 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
             model, tokenizer = _load_gguf(path, torch_dtype)
         else:
             model, tokenizer = _load_dir(path, torch_dtype)
-    device = device or os.environ.get("TURNGYM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device)
     model.eval()
     _prepare_tokenizer(tokenizer, model)
     return model, tokenizer
+
+
+def native_dtype(device: str) -> str:
+    """The fast dtype of ``device``: bfloat16 where the hardware computes it natively (CPUs with
+    AVX512-BF16 or AMX, where it measured 2-4x faster than float32 for SmolLM2; GPUs with bf16),
+    float32 elsewhere (emulated bfloat16 is slower than float32)."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if str(device) == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
 
 
 def load_tokenizer(name_or_path: str = DEFAULT_MODEL):

@@ -89,6 +89,8 @@ def decorate_observation(message: dict[str, Any], info: dict[str, Any], config: 
     actions = info.get("admissible_actions")
     if not (config.show_admissible and actions and message.get("role") in ("user", "tool")):
         return dict(message)
+    if "Admissible actions:" in (message.get("content") or ""):
+        return dict(message)  # the env lists them itself (e.g. Household-Easy): once is enough
     listing = "\n".join(f"- {a}" for a in actions)
     return {**message, "content": f"{message.get('content') or ''}\n\nAdmissible actions:\n{listing}"}
 

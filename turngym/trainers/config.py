@@ -48,7 +48,8 @@ class EnvConfig:
 class ModelConfig:
     name: str = doc("model: 'smollm2-135m' (embedded), 'tiny' (random init, tests), or a checkpoint "
                     "directory", default="smollm2-135m")
-    dtype: str = doc("torch dtype of the weights", choices=("float32", "bfloat16", "float16"), default="float32")
+    dtype: str = doc("torch dtype of the weights (auto: bfloat16 where the device computes it natively, "
+                     "else float32)", choices=("float32", "bfloat16", "float16", "auto"), default="float32")
     device: str | None = doc("torch device (None: cuda if available, else cpu)", default=None)
     lora: bool = doc("train LoRA adapters (peft) instead of all weights; the reference model for the "
                      "KL is then the base with adapters off", default=True)

@@ -369,8 +369,9 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         order = np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch, rank]).permutation(len(samples))
         for i in range(n_minibatches):
             mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
-            # similar lengths share a micro-batch: less padding, same minibatch gradient
-            minibatch = sorted((samples[k] for k in mb_idx), key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
+            # prompts in token order: a micro-batch holds turns of one task, whose common head
+            # (system prompt, task statement) is encoded once; the minibatch gradient is the same
+            minibatch = sorted((samples[k] for k in mb_idx), key=lambda s: s.prompt_ids)
             num_tokens = float(max(sum(sum(s.loss_mask) for s in minibatch), 1))
             optimizer.zero_grad(set_to_none=True)
             for micro in batched(minibatch, cfg.micro_batch_size):
@@ -432,15 +433,18 @@ def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, float]:
     tasks = tasks[:cfg.episodes]
     # the expert runs to the env's own turn limit (not RL's max_turns); only its successes are imitated
     expert = pool.rollout(ExpertPolicy(), tasks, group_size=1, seed=tr.cfg.seed + 7919)
-    rows = sft_examples(tr.policy, [t for t in expert if t.success])
+    episodes = [sft_examples(tr.policy, [t]) for t in expert if t.success]
+    rows = [row for episode in episodes for row in episode]
     optimizer = make_optimizer(tr, cfg.lr)
     losses = []
     tr.model.train()
     bar = _progress(tr, total=cfg.epochs * ((len(rows) + cfg.batch_size - 1) // cfg.batch_size), desc="sft")
     for _ in range(cfg.epochs):
-        order = tr.np_rng.permutation(len(rows))
-        for mb in batched([rows[k] for k in order], cfg.batch_size):
-            mb = sorted(mb, key=lambda row: len(row[0]) + len(row[1]))  # less padding per micro-batch
+        # whole episodes in random order: a batch holds a few episodes, and the turns of one
+        # episode share their prompt head (system prompt, task), which scoring encodes once
+        order = [row for k in tr.np_rng.permutation(len(episodes)) for row in episodes[k]]
+        for mb in batched(order, cfg.batch_size):
+            mb = sorted(mb, key=lambda row: row[0])
             optimizer.zero_grad(set_to_none=True)
             num_tokens = float(sum(len(c) for _, c in mb))
             total = 0.0
