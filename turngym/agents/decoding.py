@@ -9,8 +9,8 @@ starts from the longest cached prefix it shares with any of them:
 - a sibling of its group (identical first prompt: prefilled once, then shared);
 - any episode of the same env (the system prompt and instructions are a common prefix).
 
-``generate`` prefills each prompt's uncached suffix on its own (no padding waste), then decodes
-all rows together, one token per step, left-padding the caches to a common width; rows that
+``generate`` prefills every prompt's uncached suffix in one batched forward pass (cached prefixes
+and suffixes padded, the gaps masked), then decodes all rows together, one token per step, left-padding the caches to a common width; rows that
 finish leave the batch at once. Keys are cached after rotary embedding at their true positions,
 and padding is masked, so a row's logits equal a fresh full forward pass up to float rounding.
 
@@ -213,18 +213,39 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     checks_text = bool(stop) or stop_when is not None
     if checks_text and decode is None:
         raise ValueError("decode: needed to check stop strings")
-    # 1. prefill each row's uncached suffix (at least its last token, which gives the first logits)
+    # 1. prefill every row's uncached suffix (at least its last token, which gives the first
+    # logits) in one forward pass: cached prefixes left-padded to one width, suffixes
+    # right-aligned after them, the gaps masked
+    found = [cache.lookup(p) if cache is not None else (0, None) for p in prompts]
+    cached = [min(n, len(p) - 1) if kv is not None else 0 for (n, kv), p in zip(found, prompts)]
+    suffixes = [p[n:] for p, n in zip(prompts, cached)]
+    past_width, suffix_width = max(cached), max(len(x) for x in suffixes)
+    batch = len(prompts)
+    ids = torch.full((batch, suffix_width), pad_id, dtype=torch.long)
+    positions = torch.zeros((batch, suffix_width), dtype=torch.long)
+    mask = torch.zeros((batch, past_width + suffix_width), dtype=torch.long)
+    for i, (x, n) in enumerate(zip(suffixes, cached)):
+        ids[i, suffix_width - len(x):] = torch.tensor(x, dtype=torch.long)
+        positions[i, suffix_width - len(x):] = torch.arange(n, n + len(x))
+        mask[i, past_width - n:past_width] = 1
+        mask[i, past_width + suffix_width - len(x):] = 1
+    past = None
+    if past_width:
+        template = next(kv for _, kv in found if kv is not None)
+        rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if kv is not None and n else
+                [(k.new_zeros(1, k.shape[1], 0, k.shape[3]), v.new_zeros(1, v.shape[1], 0, v.shape[3]))
+                 for k, v in template] for (_, kv), n in zip(found, cached)]
+        past = from_layers(_left_pad_stack(rows, past_width))
+    logits, after = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
+                                       attention_mask=mask.to(device), logits_to_keep=1)
+    first_logits = [logits[i:i + 1] for i in range(batch)]
+    # each row's real keys/values, contiguous again (decoding below left-pads them to one width)
+    layers = to_layers(after)
     row_kv: list[KV] = []
-    first_logits = []
-    for prompt in prompts:
-        n, kv = cache.lookup(prompt) if cache is not None else (0, None)
-        n = min(n, len(prompt) - 1)
-        past = from_layers([(k[:, :, :n], v[:, :, :n]) for k, v in kv]) if kv is not None and n > 0 else None
-        suffix = torch.tensor([prompt[n:]], dtype=torch.long, device=device)
-        positions = torch.arange(n, len(prompt), device=device).unsqueeze(0)
-        last, after = forward_with_cache(model, past, input_ids=suffix, position_ids=positions, logits_to_keep=1)
-        row_kv.append(to_layers(after))
-        first_logits.append(last)
+    for i in range(batch):
+        real = mask[i].nonzero().squeeze(-1).to(device)
+        row_kv.append([(k[i:i + 1].index_select(2, real), v[i:i + 1].index_select(2, real)) for k, v in layers])
+    del after, layers
     lengths = [len(p) for p in prompts]
     width = max(lengths)
     past = from_layers(_left_pad_stack(row_kv, width))
