@@ -127,7 +127,7 @@ def episodes_main(args) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokenizer = load_model("smollm2-135m", device="cpu")
+    model, tokenizer = load_model("smollm2-135m", device="cpu", dtype=args.dtype)
     env = turngym.make("turngym/Household-Easy-v0")
     easy = env.unwrapped.task_ids("valid_unseen")[:args.easy_episodes]
     env.close()
@@ -153,7 +153,8 @@ def episodes_main(args) -> None:
         print(f"{name:28} {side:14} {row['wall_s']:7.1f} s wall {row['cpu_s']:7.1f} s cpu  "
               f"{row['episodes_per_min']:6.2f} episodes/min  {row['tokens_per_s']:6.1f} tok/s  "
               f"{row['turns']} turns {row['tokens']} tokens", flush=True)
-    print(json.dumps({"threads": torch.get_num_threads(), "max_new_tokens": args.tokens, "rows": rows}))
+    print(json.dumps({"threads": torch.get_num_threads(), "dtype": str(model.dtype), "max_new_tokens": args.tokens,
+                      "rows": rows}))
 
 
 def main() -> None:
@@ -161,6 +162,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32")
     parser.add_argument("--tokens", type=int, default=64, help="max new tokens per reply")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--dtype", default="auto", help="with --episodes: model dtype for every side "
+                        "(auto: bfloat16 where the CPU computes it natively, as `turngym eval` loads it)")
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs per side; the best counts")
     parser.add_argument("--episodes", action="store_true", help="whole episodes: turngym vs naive vs bare generate")
     parser.add_argument("--sides", default="turngym,naive,bare_generate", help="with --episodes: which paths")

@@ -181,6 +181,22 @@ def test_lora_reference_is_the_base_model(tmp_path):
     assert not torch.allclose(policy, reference, atol=1e-4)
 
 
+def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
+    from turngym.trainers.loop import build_trainer
+
+    tr = build_trainer(cfg_for(tmp_path, "model.lora_layers=1"), log=lambda _: None)
+    adapted = {n.split(".layers.")[1].split(".")[0] for n, p in tr.model.named_parameters() if p.requires_grad}
+    assert adapted == {str(tr.model.config.num_hidden_layers - 1)}
+    with torch.no_grad():
+        for name, p in tr.model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.05)
+    from turngym.trainers.loop import score
+
+    score(tr, [[1, 2, 3, 4]], [[5, 6, 7]], with_grad=True).logprobs.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in tr.model.parameters() if p.requires_grad)
+
+
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
 def test_every_estimator_trains(tmp_path, estimator):
     from turngym.trainers.loop import train

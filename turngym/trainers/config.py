@@ -56,6 +56,9 @@ class ModelConfig:
     lora_rank: int = doc("LoRA rank r", minimum=1, default=16)
     lora_alpha: float = doc("LoRA scaling alpha", minimum=0, default=32.0)
     lora_dropout: float = doc("LoRA dropout", minimum=0, default=0.0)
+    lora_layers: int = doc("adapt only the top N transformer layers (0: every layer); the backward pass "
+                           "then stops below them, so training costs a fraction of a full pass", minimum=0,
+                           default=0)
     lora_target_modules: list = doc("module names that get adapters",
                                     default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj",
                                                              "gate_proj", "up_proj", "down_proj"])

@@ -158,9 +158,11 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
     if cfg.model.lora:
         from peft import LoraConfig, get_peft_model
 
+        depth = model.config.num_hidden_layers
+        top = list(range(depth - cfg.model.lora_layers, depth)) if 0 < cfg.model.lora_layers < depth else None
         lora = LoraConfig(r=cfg.model.lora_rank, lora_alpha=cfg.model.lora_alpha,
                           lora_dropout=cfg.model.lora_dropout, target_modules=list(cfg.model.lora_target_modules),
-                          task_type="CAUSAL_LM")
+                          layers_to_transform=top, task_type="CAUSAL_LM")
         model = get_peft_model(model, lora)
     else:
         for p in model.parameters():
