@@ -175,19 +175,57 @@ def test_shop_apart_from_its_shortcuts():
 
 
 # Measured on 500 test goals of the 1k catalog: the plain shortcut succeeds 1% and the options variant 22%
-# of the time (issue 16's targets: <= 15% and <= 30%), but their mean rewards (about 0.58-0.62 and 0.77)
-# sit at or above the check's 0.6 limit (WebShop's imitation-learning baseline scores 0.60, its rule
-# baseline 0.46): WebShop's reward gives partial credit for attributes, price and type. Still open.
-SHOP_REWARD = ("shop shortcuts: success within issue 16's targets, but mean reward at or above the check's "
-               "0.6 limit (partial credit of WebShop's reward)")
-
-
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_REWARD)
+# of the time (issue 16's targets: <= 15% and <= 30%) while earning a mean reward of 0.58 and 0.75:
+# WebShop's reward pays partial credit by design, so the shop declares skill_measure "success" and
+# the check judges its shortcuts on success alone (the reward is reported).
 @pytest.mark.parametrize("policy", ["shop:search-buy-first", "shop:search-options-buy-first"])
 def test_shop_shortcuts_stay_near_the_floor(policy):
     report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["shortcut"], policies=[policy])
     _ok(report)
-    assert report.row("shortcut", policy)["episodes"] == 20
+    row = report.row("shortcut", policy)
+    assert row["episodes"] == 20 and "partial credit" in row["threshold"]
+
+
+def _giveaway_shop(tmp_path: Path) -> Path:
+    """A shop as issue 16 found it: no near-duplicates (one product per family), the target's title
+    and its options word for word in the instruction ("..., with color: navy, and size: large")."""
+    from turngym.envs.shop.catalog import generate_catalog
+    from turngym.envs.shop.search import build_store
+
+    products = [p for i, p in enumerate(generate_catalog(600, seed=3)) if p["family"][0] == i]
+    rng = random.Random(0)
+    goals = []
+    for p in products:
+        picked = {group: rng.choice(values) for group, values in p["options"].items() if values}
+        said = "".join(f", and {g}: {v}" if k else f", with {g}: {v}" for k, (g, v) in enumerate(picked.items()))
+        shown = [a for a in p["attributes"] if a in p["title"].lower()] or p["attributes"][:1]
+        goals.append({"asin": p["asin"], "instruction": f"i am looking for {p['title'].lower()}{said}",
+                      "attributes": shown, "options": list(picked.values())})
+    path = tmp_path / "giveaway.sqlite"
+    build_store(path, products, goals, meta={"source": "test"})
+    return path
+
+
+def test_shop_check_fails_a_shortcut_that_succeeds(tmp_path):
+    # judged on success, the check must still catch a shop where the shortcut wins (88% there before
+    # issue 16): success over the limit fails, whatever the reward's partial credit
+    report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["expert", "shortcut"],
+                       catalog_path=str(_giveaway_shop(tmp_path)))
+    assert report.row("expert", "expert")["verdict"] == "pass"
+    row = report.row("shortcut", "shop:search-options-buy-first")
+    assert row["verdict"] == "FAIL" and row["success"] >= 0.6, row
+
+
+def test_skill_measure_is_validated():
+    from turngym.check.checks import skill_measure
+
+    class Declares:
+        metadata = {"skill_measure": "vibes"}
+
+    with pytest.raises(ValueError, match=r"skill_measure.*allowed: reward, success"):
+        skill_measure(Declares())
+    assert skill_measure(turngym.make("turngym/Shop-v0")) == "success"
+    assert skill_measure(turngym.make("turngym/Household-v0")) == "reward"
 
 
 def test_code_humaneval_apart_from_exploits():
@@ -253,14 +291,14 @@ def test_browser_one_miniwob_task():
     _ok(check_env(env_id, episodes=3))
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=SHOP_REWARD)
 @pytest.mark.parametrize("policy", ["shop-pages:search-buy-first", "shop-pages:search-options-buy-first"])
 def test_browser_shop_pages_shortcuts(policy):
     reason = missing_requirement("turngym/ShopPages-v0")
     if reason:
         pytest.skip(reason)
-    report = check_env("turngym/ShopPages-v0", episodes=5, split="test", checks=["shortcut"], policies=[policy])
-    assert report.row("shortcut", policy)["episodes"] == 5
+    # 20 tasks, as for the text shop: on 5 the options variant's true 22% reads 60% (3 lucky goals)
+    report = check_env("turngym/ShopPages-v0", episodes=20, split="test", checks=["shortcut"], policies=[policy])
+    assert report.row("shortcut", policy)["episodes"] == 20
     _ok(report)
 
 

@@ -13,6 +13,11 @@ from turngym.check.policies import DEGENERATE, INVALID_ACTIONS, Factory, expert
 from turngym.core.registry import make, spec
 
 CHECKS = ("expert", "floor", "shortcut", "invalid", "seed")
+# What an env's floor and shortcut policies are judged on (its ``metadata["skill_measure"]``):
+# "reward" (the default): success rate and mean reward; "success": success rate alone, for an env
+# whose reward pays graded partial credit by design (WebShop's score), where a no-skill purchase
+# of the right kind of product earns about half the reward and that is the benchmark, not a leak.
+SKILL_MEASURES = ("reward", "success")
 DEFAULT_EPISODES = 10
 HARD_STEP_CAP = 200  # for envs registered without a turn limit
 PROBES = 3  # invalid actions slipped into each probed expert episode
@@ -25,7 +30,8 @@ class Thresholds:
 
     expert: success rate >= ``expert_min_success`` (and every episode scorable).
     floor and shortcut: success rate <= ``max_success`` and mean reward <= ``max_reward_ratio``
-    x the expert's mean reward (x 1.0 when the env has no expert). ``policy_limits`` replaces
+    x the expert's mean reward (x 1.0 when the env has no expert); the success rate alone on an
+    env that declares ``metadata["skill_measure"] = "success"``. ``policy_limits`` replaces
     both for named policies.
     """
 
@@ -34,11 +40,12 @@ class Thresholds:
     max_reward_ratio: float = 0.5
     #: policy name -> (max_success, max_reward_ratio), replacing the two defaults for that policy
     policy_limits: dict[str, tuple[float, float]] = field(default_factory=lambda: {
-        # WebShop pays partial credit (type, attributes, price) by design: its own rule baseline
-        # scores 45.6/100 at 9.6% success, imitation learning 59.9 at 29.1%. A shop shortcut fails
-        # when it scores like a trained agent: success over the rule baseline's level (over issue
-        # 16's 30% target for the variant that also clicks the options named in the instruction)
-        # or a reward at or above imitation learning's share of the expert's.
+        # A shop shortcut fails when it succeeds like a trained agent: over the rule baseline's
+        # level (WebShop's: 9.6%), or over issue 16's 30% target for the variant that also clicks
+        # the options named in the instruction. WebShop pays partial credit (type, attributes,
+        # price) by design (its rule baseline scores 45.6/100): a shop that declares
+        # skill_measure "success" (turngym's) is judged on success alone; for one that does not,
+        # the reward limit is imitation learning's share of the expert's (59.9 at 29.1% success).
         "shop:search-buy-first": (0.15, 0.6),
         "shop:search-options-buy-first": (0.30, 0.6),
         "shop-pages:search-buy-first": (0.15, 0.6),
@@ -216,6 +223,7 @@ class _Run:
     expert: list[Episode] = field(default_factory=list)
     random: list[Episode] = field(default_factory=list)
     reference: float = 1.0  # the expert's mean reward, which the reward limits are shares of
+    skill_measure: str = "reward"  # the env's declaration, see SKILL_MEASURES
 
     def run(self, factory: Factory, probes: int = 0, count: int | None = None) -> list[Episode]:
         pairs = list(zip(self.tasks, self.seeds))[:count]
@@ -252,14 +260,18 @@ def _policy_row(r: _Run, check: str, name: str, factory: Factory) -> dict[str, A
     stats = _stats(played)
     max_success, ratio = r.thresholds.limits(name)
     reward_limit = ratio * r.reference
-    near_floor = (stats["success"] is not None and stats["success"] <= max_success
-                  and stats["mean_reward"] <= reward_limit + 1e-9)
+    near_floor = stats["success"] is not None and stats["success"] <= max_success
+    if r.skill_measure == "success":  # partial credit by design: the reward is reported, not limited
+        threshold = f"success<={max_success:.2f} (partial credit)"
+    else:
+        near_floor = near_floor and stats["mean_reward"] <= reward_limit + 1e-9
+        threshold = f"success<={max_success:.2f}, reward<={reward_limit:.2f}"
     # unscorable means the infrastructure failed; an agent that can cause that can hide its failures
     problem = _errors(played) or (f"{stats['unscorable']} episode(s) made unscorable by the policy's actions"
                                   if stats["unscorable"] else "")
     detail = problem or ("" if near_floor else "rewarded: this policy does not solve the task")
-    return _row(check, name, played, f"success<={max_success:.2f}, reward<={reward_limit:.2f}",
-                "pass" if near_floor and not problem else "FAIL", detail, time.perf_counter() - start)
+    return _row(check, name, played, threshold, "pass" if near_floor and not problem else "FAIL", detail,
+                time.perf_counter() - start)
 
 
 def _invalid_row(r: _Run) -> dict[str, Any]:
@@ -311,6 +323,17 @@ def _seed_row(r: _Run) -> dict[str, Any]:
                 time.perf_counter() - start, rewards=False)
 
 
+def skill_measure(env) -> str:
+    """What ``env``'s floor and shortcut policies are judged on: its ``metadata["skill_measure"]``
+    (one of ``SKILL_MEASURES``), "reward" when it declares none."""
+    env = getattr(env, "unwrapped", env)
+    value = (getattr(env, "metadata", None) or {}).get("skill_measure", "reward")
+    if value not in SKILL_MEASURES:
+        raise ValueError(f"metadata['skill_measure']: {value!r} declared by {type(env).__name__}; "
+                         f"allowed: {', '.join(SKILL_MEASURES)}")
+    return value
+
+
 def _sample(env, env_id: str, split: str, episodes: int) -> list[str]:
     """``episodes`` task ids spread evenly over the split."""
     try:
@@ -358,11 +381,14 @@ def check_env(env_id: str, episodes: int = DEFAULT_EPISODES, split: str | None =
     try:
         split = split or env.split
         tasks = _sample(env, env_id, split, episodes)
-        r = _Run(env, env_id, env_kwargs, tasks, [seed + i for i in range(len(tasks))], thresholds)
-        # the expert always plays: its reward is what the floor limits are shares of
-        expert_row = _expert_row(r)
-        if "expert" in checks:
-            add(expert_row)
+        r = _Run(env, env_id, env_kwargs, tasks, [seed + i for i in range(len(tasks))], thresholds,
+                 skill_measure=skill_measure(env))
+        # the expert plays whenever its episodes are used: its reward is what the floor limits are
+        # shares of (not on an env judged on success alone), the invalid and seed checks replay it
+        if {"expert", "invalid", "seed"} & set(checks) or r.skill_measure == "reward":
+            expert_row = _expert_row(r)
+            if "expert" in checks:
+                add(expert_row)
         for check, table in (("floor", DEGENERATE), ("shortcut", SHORTCUTS)):
             added = 0
             for name, factory in table.items():

@@ -129,6 +129,9 @@ class ShopPagesTask:
 class ShopPagesEnv(BrowserEnv):
     """``turngym/ShopPages-v0``: the shop's HTML pages in Chromium (accessibility tree + bids)."""
 
+    # the text shop's reward, so its declaration: partial credit by design, skill = success rate
+    metadata = {**BrowserEnv.metadata, "skill_measure": "success"}
+
     def __init__(self, catalog_size: int | str = "1k", catalog_seed: int = 0, catalog_path: str | None = None,
                  **kwargs: Any):
         super().__init__(ShopPagesTask(catalog_size, catalog_seed, catalog_path), **kwargs)

@@ -34,6 +34,10 @@ class ShopEnv(TurnEnv):
     ``{"has_search_bar", "clickables"}`` (also ``get_available_actions()``)."""
 
     default_split = "train"
+    # WebShop's reward pays graded partial credit by design (product type, attributes, options,
+    # price: buying the first result of the right kind earns about half), so skill here is the
+    # success rate, WebShop's headline figure; `turngym check` judges shortcuts on it.
+    metadata = {**TurnEnv.metadata, "skill_measure": "success"}
 
     def __init__(self, catalog_size: int | str = "1k", catalog_seed: int = 0, catalog_path: str | None = None,
                  observation_mode: str = "text", invalid_action_penalty: float = 0.0,

@@ -131,6 +131,7 @@ class Catalog:
         self._search_cache: OrderedDict[tuple[str, ...], list[str]] = OrderedDict()
         self._num_goals: int | None = None
         self._doclen = None
+        self._asins: list[str] = []  # by row id, read with the document lengths
         self._avgdl = 1.0
         self._postings_cache: dict[str, tuple[Any, Any]] = {}
         self._contrib_cache: dict[tuple, tuple[Any, Any]] = {}
@@ -188,9 +189,7 @@ class Catalog:
                     "WHERE docs MATCH ? ORDER BY bm25(docs), docs.rowid LIMIT ?", (match, limit)).fetchall()
             else:
                 ids = self._rank_postings(terms, limit)
-                found = dict(self._con.execute(
-                    f"SELECT id, asin FROM products WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
-                rows = [(i, found[i]) for i in ids]
+                rows = [(i, self._asins[i]) for i in ids]
         asins = [a for _, a in rows]
         for i, a in rows:
             self._asin_id[a] = i
@@ -246,7 +245,9 @@ class Catalog:
             touched.append(contrib)
         if not touched:
             return []
-        candidates = np.flatnonzero(scores)  # every matching row has a score > 0
+        # every matching row has a score > 0 (and no other row has one); nonzero() on the bool
+        # mask is 7x faster than on the float scores
+        candidates = np.flatnonzero(scores > 0.0)
         cand_scores = scores[candidates]
         if len(candidates) > limit:  # keep every row tied with the limit-th score, then sort exactly
             kth = np.partition(-cand_scores, limit - 1)[limit - 1]
@@ -265,6 +266,10 @@ class Catalog:
         for rowid, blob in self._con.execute("SELECT id, sz FROM docs_docsize"):
             lengths[rowid] = sum(_varints(blob))
         self._avgdl = lengths.sum() / self.size
+        asins = [""] * self.size
+        for rowid, asin in self._con.execute("SELECT id, asin FROM products"):
+            asins[rowid] = asin
+        self._asins = asins
         self._doclen = lengths
 
     def _postings(self, word: str):
@@ -276,10 +281,16 @@ class Catalog:
             self._con.execute("DELETE FROM temp.stem")
             self._con.execute("INSERT INTO temp.stem(w) VALUES (?)", (word,))
             stems = [r[0] for r in self._con.execute("SELECT term FROM temp.stem_vocab")]
-            rows = self._con.execute("SELECT doc, count(*) FROM temp.docs_instance WHERE term = ? GROUP BY doc",
-                                     (stems[0] if stems else word,)).fetchall() if stems else []
-            docs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            tf = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+            # One string of doc ids, one per occurrence, parsed in C: fetching a row per document
+            # cost 5x more on common words of big catalogs.
+            joined = self._con.execute("SELECT group_concat(doc) FROM temp.docs_instance WHERE term = ?",
+                                       (stems[0],)).fetchone()[0] if stems else None
+            occurrences = np.fromstring(joined, dtype=np.int64, sep=",") if joined else np.zeros(0, dtype=np.int64)
+            if np.any(occurrences[1:] < occurrences[:-1]):  # FTS5 lists them by doc; never rely on it blindly
+                occurrences = np.sort(occurrences)
+            starts = np.flatnonzero(np.diff(occurrences, prepend=-1))  # first occurrence of each doc
+            docs = occurrences[starts]
+            tf = np.diff(starts, append=len(occurrences)).astype(np.float64)  # occurrences per doc
             hit = self._postings_cache[word] = (docs, tf)
         return hit
 
