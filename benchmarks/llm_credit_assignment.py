@@ -29,21 +29,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ENV_ID = "turngym/Household-Easy-v0"
-SYSTEM_PROMPT = "You are an agent in a household. Each turn, pick one of the admissible actions."
 # two-sided 95% Student t quantiles by degrees of freedom (seeds - 1)
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def common(args) -> list[str]:
-    """Settings every stage shares (the demo's household setup, sized for the benchmark)."""
-    return [
-        f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", "env.num_envs=16",
-        f"env.max_turns={args.max_turns}", f"env.kwargs={{shaped_reward: {args.shaped_reward}}}",
-        "generation.max_new_tokens=16", "generation.temperature=1.0", "generation.eval_temperature=0",
-        "prompt.history=last_k", "prompt.history_k=1", "prompt.show_admissible=false",
-        f"prompt.system_prompt={SYSTEM_PROMPT}", f"eval.episodes={args.eval_episodes}",
-        "progress=false", "tensorboard=false", "model.lora=true", "model.lora_rank=16", "model.lora_alpha=32",
-    ]
+    """The demo's settings (``turngym.demo.demo_overrides``: env, rewards, prompt, model, SFT and
+    RL sizes), with this benchmark's sizes; each stage appends its own overrides after these."""
+    from turngym import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    demo_args = parser.parse_args([
+        "--model", args.model, "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
+        "--max-turns", str(args.max_turns), "--shaped-reward", str(args.shaped_reward),
+        "--tasks-per-update", str(args.tasks_per_update), "--group-size", str(args.group_size),
+        "--lr", str(args.lr), "--no-progress"])
+    return [*demo.demo_overrides(demo_args), "tensorboard=false"]
 
 
 def sft_stage(args, out: Path) -> dict:
@@ -58,9 +60,7 @@ def sft_stage(args, out: Path) -> dict:
     if result.exists() and (model_dir / "config.json").exists():
         return json.loads(result.read_text())
     cfg = load_config(None, [*common(args), f"run_dir={out / 'sft'}", "seed=0", "resume=false",
-                             "checkpoint_every=0", f"model.name={args.model}", f"sft.episodes={args.sft_episodes}",
-                             "sft.epochs=1", "sft.lr=1e-3", "sft.batch_size=8", "sft.micro_batch_size=8",
-                             "rl.updates=0", "eval.at_start=true"])
+                             "checkpoint_every=0", "rl.updates=0", "eval.at_start=true"])
     start = time.perf_counter()
     tr = train(cfg, log=lambda line: print(f"  sft: {line}", flush=True))
     save_model(tr.model, tr.tokenizer, model_dir)
@@ -83,8 +83,6 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
     cfg = load_config(None, [*common(args), f"run_dir={run_dir}", f"seed={seed}", "resume=true",
                              "checkpoint_every=1", "keep_checkpoints=1", f"model.name={out / 'sft' / 'model'}",
                              "sft.episodes=0", f"rl.estimator={estimator}", f"rl.updates={args.updates}",
-                             f"rl.tasks_per_update={args.tasks_per_update}", f"rl.group_size={args.group_size}",
-                             f"rl.lr={args.lr}", "rl.minibatch_size=64", "rl.micro_batch_size=16", "rl.kl_coef=0",
                              "eval.at_start=false", f"eval.every={args.eval_every}"])
     start = time.perf_counter()
     train(cfg, log=lambda line: print(f"  {estimator}-s{seed}: {line}", flush=True))
@@ -178,16 +176,16 @@ def main() -> None:
     parser.add_argument("--out", default="runs/llm-credit")
     parser.add_argument("--estimators", default="gigpo,grpo,rloo,hgpo")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--updates", type=int, default=4)
-    parser.add_argument("--tasks-per-update", type=int, default=2)
+    parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--tasks-per-update", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--eval-every", type=int, default=2)
-    parser.add_argument("--eval-episodes", type=int, default=30)
-    parser.add_argument("--sft-episodes", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--eval-every", type=int, default=4)
+    parser.add_argument("--eval-episodes", type=int, default=50)
+    parser.add_argument("--sft-episodes", type=int, default=32)
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--shaped-reward", type=float, default=0.5)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
     parser.add_argument("--model", default="smollm2-135m", help="start model (tiny: a smoke test of the script)")
     parser.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "llm_credit_assignment.png"))
     parser.add_argument("--report", action="store_true", help="only aggregate the finished runs")
@@ -198,7 +196,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.report:
         sft_file = out / "sft" / "result.json"
         report(args, out, json.loads(sft_file.read_text()) if sft_file.exists() else None)
