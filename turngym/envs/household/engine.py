@@ -15,7 +15,7 @@ name, so several agents can share one world (the co-op env builds on it):
     world.agents[name].location  (the receptacle gone to, or None = middle of the room)
     world.agents[name].holding   (object name or None)
     world.where[obj] -> receptacle name, or "@<agent>" while held
-    world.contents[rec] -> sorted list of objects in/on it
+    world.contents[rec] -> objects in/on it, a tuple in display order (replaced, never mutated)
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
     (read these freely; change the state only through execute(), which keeps key() in step)
     game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import insort
+from bisect import bisect
 
 from turngym.envs.household import data
 from turngym.envs.household.generator import Game
@@ -88,7 +88,8 @@ class World:
         self.game = game
         self.agents = {name: Agent(name) for name in agents}
         self.where: dict[str, str] = dict(game.initial_place)  # key order fixed by the game
-        self.contents: dict[str, list[str]] = {r: list(v) for r, v in game.initial_contents.items()}
+        # tuples, replaced on take/move: a new world copies one dict, not a list per receptacle
+        self.contents: dict[str, tuple[str, ...]] = dict(game.initial_contents)
         flags = game.initial_flags
         self.opened: set[str] = set(flags.get("opened", ()))
         self.hot: set[str] = set(flags.get("hot", ()))
@@ -97,6 +98,8 @@ class World:
         self.sliced: set[str] = set(flags.get("sliced", ()))
         self.lit: set[str] = set(flags.get("lit", ()))
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
+        self._where_text: str | None = None  # key() part for where things are; reset on take/move
+        self._agents_text: str | None = None  # key() part for spots and hands; reset on go/take/move
         self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
         # ALFWorld remembers where a thing was taken from until it goes back there (its
         # not_inreceptacle facts); an object back on a spot it was taken from, in a neighbour
@@ -114,10 +117,12 @@ class World:
             b = other.agents[name] = Agent(name)
             b.location, b.holding = a.location, a.holding
         other.where = dict(self.where)
-        other.contents = {r: list(v) for r, v in self.contents.items()}
+        other.contents = dict(self.contents)
         for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
             setattr(other, flag, set(getattr(self, flag)))
         other._flags_text = self._flags_text
+        other._where_text = self._where_text
+        other._agents_text = self._agents_text
         other._last_admissible = (None, None)
         other._version = 0
         other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
@@ -152,8 +157,13 @@ class World:
         a = self.agents[agent]
         held = a.holding
         recs = self.at_hand(agent)
-        key = (self.game.task_id, recs, held, tuple(r in self.opened for r in recs),
-               tuple(tuple(self.contents[r]) for r in recs))
+        opened, contents = self.opened, self.contents
+        if len(recs) == 1:  # most spots hold one receptacle: skip the generators
+            rec = recs[0]
+            key = (self.game.task_id, recs, held, rec in opened, contents[rec])
+        else:
+            key = (self.game.task_id, recs, held, tuple([r in opened for r in recs]),
+                   tuple([contents[r] for r in recs]))
         cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
@@ -207,6 +217,7 @@ class World:
             if len(self.game.rooms) > 1 and (a.location is None or rooms[a.location] != rooms[target]):
                 prefix = f"You walk to the {data.ROOM_NAMES[rooms[target]]}. "
             a.location = target
+            self._agents_text = None
             return f"{prefix}You arrive at {target}. {self.describe(target)}", True
         if verb in _FLAG_VERBS:
             self._flags_text = None
@@ -218,8 +229,11 @@ class World:
             return f"You close the {rest}.", True
         if verb == "take":
             obj, _, rec = rest.partition(" from ")
-            self.contents[rec].remove(obj)
+            here = self.contents[rec]
+            i = here.index(obj)
+            self.contents[rec] = here[:i] + here[i + 1:]
             self.where[obj] = "@" + agent
+            self._where_text = self._agents_text = None
             a.holding = obj
             self.taken_from.setdefault(obj, set()).add(rec)
             if obj in self.next_to:
@@ -228,8 +242,12 @@ class World:
             return f"You pick up the {obj} from the {rec}.", True
         if verb == "move":
             obj, _, rec = rest.partition(" to ")
-            insort(self.contents[rec], obj, key=self.game.order.__getitem__)
+            here = self.contents[rec]
+            order = self.game.order
+            i = bisect(here, order[obj], key=order.__getitem__)
+            self.contents[rec] = (*here[:i], obj, *here[i:])
             self.where[obj] = rec
+            self._where_text = self._agents_text = None
             a.holding = None
             before = self.taken_from.get(obj)
             if before:
@@ -341,13 +359,19 @@ class World:
 
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
-        agents = "".join([f"{n};{self._spot(a)};{a.holding};" for n, a in sorted(self.agents.items())])
+        agents = self._agents_text
+        if agents is None:
+            agents = self._agents_text = "".join([f"{n};{self._spot(a)};{a.holding};"
+                                                  for n, a in sorted(self.agents.items())])
         flags = self._flags_text
         if flags is None:
             flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
                                         f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}"
                                         f"{sorted(self.next_to) if self.next_to else ''}")
-        text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
+        where = self._where_text
+        if where is None:
+            where = self._where_text = ";".join(self.where.values())
+        text = f"{self.game.task_id}|{extra}|{agents}|{where}|{flags}"
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def _spot(self, a: Agent) -> str | None:
