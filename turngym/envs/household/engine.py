@@ -200,7 +200,10 @@ class World:
             for verb, (_, _, appliances, capable) in _TREAT.items():
                 if game.rec_type[rec] in appliances and held in getattr(game, capable):
                     out.append(f"{verb} {held} with {rec}")
-        return sorted(set(out))
+        # no duplicates to drop: each command names a distinct thing (an object lies in one
+        # receptacle); the "go to" list and help/inventory/look form one sorted run already,
+        # so the sort merges in the few local commands
+        return sorted(out)
 
     # ----- rules ----------------------------------------------------------------------------------
     def execute(self, agent: str, command: str) -> tuple[str, bool]:

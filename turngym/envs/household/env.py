@@ -16,9 +16,12 @@ from turngym.envs.household.engine import (
     strict_command,
 )
 from turngym.envs.household.expert import expert_action
-from turngym.envs.household.tasks import goal_progress
+from turngym.envs.household.tasks import LOOK, goal_progress
 
 AGENT = "agent"
+# commands that cannot change any goal's progress (goals read hands, places, treatments and lit
+# lamps; where the agent stands matters only to the lamp task): progress is not recomputed
+_NO_PROGRESS = ("go ", "open ", "close ", "slice ")
 
 INSTRUCTIONS = """\
 You are an agent in a household. Each turn you read what happened and reply with exactly one \
@@ -123,13 +126,15 @@ class HouseholdEnv(TurnEnv):
         # an invalid or read-only command changed nothing: key and progress stay as they were
         if valid and not command.startswith(READ_ONLY):
             goals = world.game.goals
-            done = goal_progress(world, goals[self.goal_index])
-            while done >= 1.0 and self.goal_index + 1 < len(goals):
-                self.goal_index += 1
-                obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+            if not command.startswith(_NO_PROGRESS) or (
+                    command[:3] == "go " and goals[self.goal_index].task_type == LOOK):
                 done = goal_progress(world, goals[self.goal_index])
-            success = done >= 1.0
-            self.progress = (self.goal_index + done) / len(goals)
+                while done >= 1.0 and self.goal_index + 1 < len(goals):
+                    self.goal_index += 1
+                    obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+                    done = goal_progress(world, goals[self.goal_index])
+                success = done >= 1.0
+                self.progress = (self.goal_index + done) / len(goals)
             self.key = world.key(self.goal_index)
         before = self.best_progress
         self.best_progress = max(before, self.progress)
