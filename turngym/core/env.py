@@ -81,10 +81,11 @@ class StepInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in STEP_INFO_KEYS}
+        return dict(self.__dict__)  # the fields, in their order (a plain dataclass: no other attributes)
 
 
 STEP_INFO_KEYS = tuple(f.name for f in dataclasses.fields(StepInfo))
+_STEP_INFO_KEY_SET = frozenset(STEP_INFO_KEYS)
 
 
 #: errors an engine raises on pathological input rather than on a bug of its own
@@ -223,7 +224,7 @@ class TurnEnv(gym.Env[str, str]):
     def _info(self, obs: str, reward: float, fields: dict[str, Any]) -> dict[str, Any]:
         self._last_observation = obs
         extra = fields.pop("extra", {})
-        unknown = set(fields) - set(STEP_INFO_KEYS)
+        unknown = fields.keys() - _STEP_INFO_KEY_SET
         if unknown:  # env-specific keys go under "extra" so every env has the same keys
             extra = {**extra, **{k: fields.pop(k) for k in sorted(unknown)}}
         components = fields.pop("reward_components", None) or {"reward": reward}

@@ -208,7 +208,7 @@ class World:
     # ----- rules ----------------------------------------------------------------------------------
     def execute(self, agent: str, command: str) -> tuple[str, bool]:
         """Apply one command for ``agent``. Not admissible: ``Nothing happens.``, nothing changes."""
-        if not self.is_admissible(agent, command):
+        if command not in self.admissible(agent):
             return NOTHING, False
         a = self.agents[agent]
         verb, _, rest = command.partition(" ")

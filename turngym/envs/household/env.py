@@ -13,7 +13,6 @@ from turngym.envs.household.engine import (
     World,
     legacy_command,
     lenient_command,
-    strict_command,
 )
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import LOOK, goal_progress
@@ -98,6 +97,10 @@ class HouseholdEnv(TurnEnv):
         if isinstance(task, dict) and "alfworld_game" in task and "task_id" not in task:
             # a game file is its own task: its path is its id
             options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
+        if "task" not in options and "task_id" not in options:
+            # the base class's draw, from the cached tuple rather than a fresh list of 3,553 ids
+            ids = generator.task_ids(self.kind, options.get("split", self.split))
+            return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
         return super()._choose_task(options)
 
     # ----- episode ----------------------------------------------------------------------------------
@@ -118,7 +121,7 @@ class HouseholdEnv(TurnEnv):
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         world = self.world
-        command = (legacy_command if self.legacy_commands else strict_command)(action)
+        command = legacy_command(action) if self.legacy_commands else action.strip()  # strict
         if self.lenient and not world.is_admissible(AGENT, command):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)
@@ -136,17 +139,22 @@ class HouseholdEnv(TurnEnv):
                 success = done >= 1.0
                 self.progress = (self.goal_index + done) / len(goals)
             self.key = world.key(self.goal_index)
-        before = self.best_progress
-        self.best_progress = max(before, self.progress)
+        gain = 0.0
+        if self.progress > self.best_progress:
+            gain = self.progress - self.best_progress
+            self.best_progress = self.progress
         components = {
             "success": self.reward_scale if success else 0.0,
-            "shaping": self.shaped_reward * self.reward_scale * (self.best_progress - before),
+            "shaping": self.shaped_reward * self.reward_scale * gain,
             "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty,
         }
         fields = self._fields(valid, None if valid else NOT_ADMISSIBLE, components)
         if success:
             fields["done_reason"] = "success"
-        return self._observe(obs), sum(components.values()), success, False, fields
+        reward = components["success"] + components["shaping"] + components["invalid_penalty"]
+        if self.list_actions_in_observation:
+            obs = self._observe(obs)
+        return obs, reward, success, False, fields
 
     def _goal_texts(self) -> tuple[str, ...]:
         game = self.world.game
