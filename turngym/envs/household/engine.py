@@ -106,6 +106,10 @@ class World:
         # receptacle, shows as "Next to it, you see ..." in look. obj -> receptacles
         self.taken_from: dict[str, set[str]] = {}
         self.next_to: set[str] = set()  # the objects look shows so (part of the state)
+        # where each object is on the floor plan, for game files that place objects away from
+        # their receptacle (ALFWorld's objectAtLocation: slicing and look go by it); else None
+        self.spots_of: dict[str, set[str]] | None = (
+            {o: set(v) for o, v in game.object_spots.items()} if game.object_spots else None)
         self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
@@ -127,6 +131,7 @@ class World:
         other._version = 0
         other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
         other.next_to = set(self.next_to)
+        other.spots_of = None if self.spots_of is None else {o: set(v) for o, v in self.spots_of.items()}
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -164,6 +169,8 @@ class World:
         else:
             key = (self.game.task_id, recs, held, tuple([r in opened for r in recs]),
                    tuple([contents[r] for r in recs]))
+        if self.spots_of is not None:
+            key += (tuple(self._located_here(a.location)),)
         cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
@@ -191,8 +198,8 @@ class World:
                     out.append(f"use {obj}")
                 if open_now and held is None and obj in game.pickupable:
                     out.append(f"take {obj} from {rec}")
-                if knife and obj in game.sliceable:  # closed or not: ALFWorld checks the spot only
-                    out.append(f"slice {obj} with {held}")
+                if knife and obj in game.sliceable and self.spots_of is None:
+                    out.append(f"slice {obj} with {held}")  # closed or not: ALFWorld checks the spot only
             if held is None:
                 continue
             if open_now and held_type in game.can_contain.get(game.rec_type[rec], ()):
@@ -200,6 +207,9 @@ class World:
             for verb, (_, _, appliances, capable) in _TREAT.items():
                 if game.rec_type[rec] in appliances and held in getattr(game, capable):
                     out.append(f"{verb} {held} with {rec}")
+        if knife and self.spots_of is not None:  # a game file's objects: where they are located
+            out += [f"slice {o} with {held}" for o in self._located_here(recs[0] if recs else None)
+                    if o in game.sliceable]
         # no duplicates to drop: each command names a distinct thing (an object lies in one
         # receptacle); the "go to" list and help/inventory/look form one sorted run already,
         # so the sort merges in the few local commands
@@ -239,7 +249,10 @@ class World:
             self._where_text = self._agents_text = None
             a.holding = obj
             self.taken_from.setdefault(obj, set()).add(rec)
-            if obj in self.next_to:
+            if self.spots_of is not None:  # ALFWorld drops the object's place where it stood
+                self.spots_of[obj].discard(self.game.spot[rec])
+                self._place_next_to(obj)
+            elif obj in self.next_to:
                 self.next_to.discard(obj)
                 self._flags_text = None
             return f"You pick up the {obj} from the {rec}.", True
@@ -253,7 +266,12 @@ class World:
             self._where_text = self._agents_text = None
             a.holding = None
             before = self.taken_from.get(obj)
-            if before:
+            if self.spots_of is not None:
+                self.spots_of.setdefault(obj, set()).add(self.game.spot[rec])
+                if before:
+                    before.discard(rec)
+                self._place_next_to(obj)
+            elif before:
                 before.discard(rec)
                 spot = self.game.spot
                 if any(spot[r] == spot[rec] for r in before):
@@ -298,7 +316,7 @@ class World:
     def describe_object(self, obj: str) -> str:
         """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
         if obj in self.game.receptacle_objects:
-            return f"This is a normal {obj}. In it, you see nothing."
+            return f"This is a normal {obj}. In it, you see {_listing(list(self.game.inner.get(obj, ())))}."
         clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
         sliced = " sliced" if obj in self.sliced else ""
         if clean and (hot or cool):
@@ -343,9 +361,31 @@ class World:
         recs = self.at_hand(agent)
         if not recs:  # ALFWorld lists the receptacles at the agent's spot: none in the middle
             return "You are in the middle of a room. Looking quickly around you, you see nothing."
-        near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
-                      key=self.game.order.__getitem__)
+        if self.spots_of is None:
+            near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
+                          key=self.game.order.__getitem__)
+        else:  # ALFWorld: located here, and taken from a receptacle of this spot
+            spot = self.game.spot[recs[0]]
+            near = sorted((o for o in self.next_to if spot in self.spots_of[o]
+                           and any(self.game.spot[r] == spot for r in self.taken_from.get(o, ()))),
+                          key=self.game.order.__getitem__)
         return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
+
+    def _located_here(self, rec: str | None) -> list[str]:
+        """Objects a game file places at the spot of ``rec`` (ALFWorld's objectAtLocation)."""
+        if rec is None:
+            return []
+        spot = self.game.spot[rec]
+        return [o for o in self.game.order if o in self.spots_of and spot in self.spots_of[o]]
+
+    def _place_next_to(self, obj: str) -> None:
+        """A game file's object shows as "next to" a spot where it is located and whose
+        receptacle it was taken from (and not put back into)."""
+        spot = self.game.spot
+        shown = any(spot[r] in self.spots_of[obj] for r in self.taken_from.get(obj, ()))
+        if shown != (obj in self.next_to):
+            (self.next_to.add if shown else self.next_to.discard)(obj)
+            self._flags_text = None
 
     # ----- state ------------------------------------------------------------------------------------
     def signature(self) -> tuple:
@@ -375,6 +415,8 @@ class World:
         if where is None:
             where = self._where_text = ";".join(self.where.values())
         text = f"{self.game.task_id}|{extra}|{agents}|{where}|{flags}"
+        if self.spots_of is not None:  # a game file's object places are part of its state
+            text += "|" + ";".join(f"{o}@{sorted(s)}" for o, s in sorted(self.spots_of.items()))
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def _spot(self, a: Agent) -> str | None:
