@@ -225,8 +225,8 @@ class TurnEnv(gym.Env[str, str]):
     def _info(self, obs: str, reward: float, fields: dict[str, Any]) -> dict[str, Any]:
         self._last_observation = obs
         extra = fields.pop("extra", {})
-        unknown = fields.keys() - _STEP_INFO_KEY_SET
-        if unknown:  # env-specific keys go under "extra" so every env has the same keys
+        if not _STEP_INFO_KEY_SET.issuperset(fields):  # env-specific keys go under "extra"
+            unknown = fields.keys() - _STEP_INFO_KEY_SET  # so every env has the same keys
             extra = {**extra, **{k: fields.pop(k) for k in sorted(unknown)}}
         components = fields.pop("reward_components", None) or {"reward": reward}
         if not math.isclose(sum(components.values()), reward, abs_tol=1e-6):

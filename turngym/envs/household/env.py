@@ -33,6 +33,8 @@ Names carry their number, e.g. "mug 1", "countertop 2". You can hold one object 
 Closed receptacles must be opened before you take from or put into them. Heat with a microwave, \
 cool with a fridge, clean with a sinkbasin while holding the object.{listing}
 A command that cannot be done answers "Nothing happens." and changes nothing."""
+_INSTRUCTIONS = {False: INSTRUCTIONS.format(listing=""), True: INSTRUCTIONS.format(
+    listing="\nOnly admissible commands work; the list of them is given each turn.")}
 
 
 class HouseholdEnv(TurnEnv):
@@ -193,9 +195,7 @@ class HouseholdEnv(TurnEnv):
         return list(self.world.admissible(AGENT))
 
     def instructions(self) -> str:
-        listing = ("" if not self.show_admissible else
-                   "\nOnly admissible commands work; the list of them is given each turn.")
-        return INSTRUCTIONS.format(listing=listing)
+        return _INSTRUCTIONS[self.show_admissible]
 
     def expert_action(self) -> str:
         if self.world is None:
