@@ -10,8 +10,11 @@ does ``load_game`` here, so both engines call every thing by the same name.
     load_game(path or dict) -> Game                   played by World like any generated game
 
 Read-back handles the facts ALFWorld's own files use (receptacles at locations, objects in
-receptacles, openable/opened, capabilities, canContain) and goals of the six task types;
-objects that sit in no receptacle (inside a mug, say) are left out.
+receptacles, openable/opened, capabilities, canContain) and goals of the six task types, with the
+quirks of ALFWorld's own files: objects ALFRED located away from their receptacle
+(objectAtLocation, which slicing and look go by) and things inside bowls or mugs
+(inReceptacleObject: listed when the container is examined). Objects in no receptacle at all are
+left out; an object in two receptacles keeps the last (docs/envs/household.md says what differs).
 """
 
 from __future__ import annotations
