@@ -100,7 +100,7 @@ class World:
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
         self._where_text: str | None = None  # key() part for where things are; reset on take/move
         self._agents_text: str | None = None  # key() part for spots and hands; reset on go/take/move
-        self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
+        self._last_admissible: tuple = (None, -1, None)  # (agent, version, list): asked twice a step
         # ALFWorld remembers where a thing was taken from until it goes back there (its
         # not_inreceptacle facts); an object back on a spot it was taken from, in a neighbour
         # receptacle, shows as "Next to it, you see ..." in look. obj -> receptacles
@@ -127,7 +127,7 @@ class World:
         other._flags_text = self._flags_text
         other._where_text = self._where_text
         other._agents_text = self._agents_text
-        other._last_admissible = (None, None)
+        other._last_admissible = (None, -1, None)
         other._version = 0
         other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
         other.next_to = set(self.next_to)
@@ -156,12 +156,13 @@ class World:
 
     def admissible(self, agent: str) -> list[str]:
         """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
-        token, last = self._last_admissible
-        if token == (agent, self._version):
+        last_agent, version, last = self._last_admissible
+        if version == self._version and last_agent == agent:
             return last
         a = self.agents[agent]
         held = a.holding
-        recs = self.at_hand(agent)
+        game = self.game
+        recs = () if a.location is None else game.spot_recs[game.spot[a.location]]  # at_hand, inlined
         opened, contents = self.opened, self.contents
         if len(recs) == 1:  # most spots hold one receptacle: skip the generators
             rec = recs[0]
@@ -178,7 +179,7 @@ class World:
                 cache.clear()
             spot = None if a.location is None else self.game.spot[a.location]
             hit = cache[key] = self._commands(spot, recs, held)
-        self._last_admissible = ((agent, self._version), hit)
+        self._last_admissible = (agent, self._version, hit)
         return hit
 
     def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
@@ -316,7 +317,7 @@ class World:
     def describe_object(self, obj: str) -> str:
         """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
         if obj in self.game.receptacle_objects:
-            return f"This is a normal {obj}. In it, you see {_listing(list(self.game.inner.get(obj, ())))}."
+            return f"This is a normal {obj}. In it, you see {_listing(self.game.inner.get(obj, ()))}."
         clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
         sliced = " sliced" if obj in self.sliced else ""
         if clean and (hot or cool):
@@ -344,7 +345,7 @@ class World:
         game = self.game
         if len(game.rooms) == 1:
             return ("You are in the middle of a room. Looking quickly around you, you see "
-                    f"{_listing(list(game.receptacles))}.")
+                    f"{_listing(game.receptacles)}.")
         parts = []
         for room in game.rooms:
             recs = [r for r in game.receptacles if game.rec_room[r] == room]
@@ -431,9 +432,13 @@ class World:
                 "sliced": sorted(self.sliced), "lit": sorted(self.lit), "next_to": sorted(self.next_to)}
 
 
-def _listing(names: list[str]) -> str:
+def _listing(names: list[str] | tuple[str, ...]) -> str:
     """ALFWorld's lists: always "a" (even "a apple 1"), ", and " before the last, even of two."""
-    return _names([f"a {n}" for n in names]) if names else "nothing"
+    if not names:
+        return "nothing"
+    if len(names) == 1:
+        return f"a {names[0]}"
+    return "a " + ", a ".join(names[:-1]) + ", and a " + names[-1]
 
 
 def _names(items: list[str]) -> str:
