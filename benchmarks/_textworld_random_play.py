@@ -24,12 +24,13 @@ def main() -> None:
             state = env.reset()
             done_episodes += 1
     step_s, step_cpu = time.perf_counter() - start, time.process_time() - cpu
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(resets):
         env.reset()
-    reset_s = time.perf_counter() - start
+    reset_s, reset_cpu = time.perf_counter() - start, time.process_time() - cpu
     env.close()
     print(json.dumps({"steps_per_s": steps / step_s, "steps_per_cpu_s": steps / step_cpu, "ms_per_reset": 1000 * reset_s / resets,
+                      "cpu_ms_per_reset": 1000 * reset_cpu / resets,
                       "episodes_ended": done_episodes, "version": textworld.__version__}))
 
 

@@ -83,3 +83,52 @@ def test_alfworld_env_plays_exported_games(tmp_path, engine):
     for result in results:
         assert result["obs"].startswith(HEADER)
         assert result["rewards"][-1] == 1.0 and sum(result["rewards"]) == 1.0 and result["last"]
+
+
+REPLAY = """
+import json, sys
+from turngym.envs.household.alfworld_env import ALFWorldEnv
+games, episodes = json.loads(sys.argv[1])
+env = ALFWorldEnv(games=games, split="valid_seen")
+out = {"task_ids": env.task_ids("valid_seen"), "episodes": []}
+for commands in episodes:
+    obs, info = env.reset(seed=0)
+    steps = [[obs, sorted(info["admissible_actions"]), True, info["is_success"]]]
+    for c in commands:
+        obs, _, _, _, info = env.step(c)
+        steps.append([obs, sorted(info["admissible_actions"]), info["action_valid"], info["is_success"]])
+    out["episodes"].append(steps)
+print(json.dumps(out))
+"""
+
+
+def test_a_file_in_alfworlds_own_structure_plays_alike(engine):
+    """The hand-made game in the structure of ALFWorld's json_2.1.1 files (see
+    tests/test_household_alfworld_files.py), found in its folder as ALFWorld's data would be, played
+    by both engines: its walkthrough, probes of its quirks and a random walk, step by step."""
+    import gzip
+    import random
+
+    recorded = json.loads(gzip.open(ROOT / "tests" / "data" / "alfworld_json_referee.json.gz", "rt").read())
+    game = ROOT / recorded["game"]
+    env = turngym.make("turngym/Household-v0")
+    rng = random.Random(7)
+    episodes = [recorded["episodes"][0]["commands"], recorded["episodes"][1]["commands"][:30], []]
+    obs, info = env.reset(options={"task": {"alfworld_game": str(game)}})
+    for _ in range(25):  # a fresh random walk, not the recorded ones
+        episodes[2].append(rng.choice(info["admissible_actions"]))
+        *_, info = env.step(episodes[2][-1])
+    run = subprocess.run([str(engine), "-c", REPLAY, json.dumps([str(ROOT / "tests" / "data" / "alfworld_json"),
+                                                                 episodes])],
+                         capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = json.loads(run.stdout.splitlines()[-1])
+    assert theirs["task_ids"] == [str(game)]
+    for commands, steps in zip(episodes, theirs["episodes"], strict=True):
+        obs, info = env.reset(options={"task": {"alfworld_game": str(game)}})
+        ours = [[obs, sorted(info["admissible_actions"]), True, info["is_success"]]]
+        for c in commands:
+            obs, _, _, _, info = env.step(c)
+            ours.append([obs, sorted(info["admissible_actions"]), info["action_valid"], info["is_success"]])
+        assert ours == steps
+    assert theirs["episodes"][0][-1][3]  # the walkthrough wins in ALFWorld

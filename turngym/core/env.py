@@ -81,10 +81,12 @@ class StepInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in STEP_INFO_KEYS}
+        return dict(self.__dict__)  # the fields, in their order (a plain dataclass: no other attributes)
 
 
 STEP_INFO_KEYS = tuple(f.name for f in dataclasses.fields(StepInfo))
+_STEP_INFO_KEY_SET = frozenset(STEP_INFO_KEYS)
+_STEP_INFO_DEFAULTS = StepInfo().to_dict()  # its lists and dicts are always replaced in _info
 
 
 #: errors an engine raises on pathological input rather than on a bug of its own
@@ -223,24 +225,26 @@ class TurnEnv(gym.Env[str, str]):
     def _info(self, obs: str, reward: float, fields: dict[str, Any]) -> dict[str, Any]:
         self._last_observation = obs
         extra = fields.pop("extra", {})
-        unknown = set(fields) - set(STEP_INFO_KEYS)
-        if unknown:  # env-specific keys go under "extra" so every env has the same keys
+        if not _STEP_INFO_KEY_SET.issuperset(fields):  # env-specific keys go under "extra"
+            unknown = fields.keys() - _STEP_INFO_KEY_SET  # so every env has the same keys
             extra = {**extra, **{k: fields.pop(k) for k in sorted(unknown)}}
         components = fields.pop("reward_components", None) or {"reward": reward}
         if not math.isclose(sum(components.values()), reward, abs_tol=1e-6):
             raise AssertionError(f"reward_components {components} do not sum to reward {reward}")
-        info = StepInfo(
-            turn=self.turn,
-            task_id=str(self.task["task_id"]),
-            episode_id=self.episode_id,
-            state_key=fields.pop("state_key", None) or state_key(self.state()),
-            admissible_actions=fields.pop("admissible_actions", None) if "admissible_actions" in fields
-            else self.admissible_actions(),
-            reward_components=components,
-            extra=extra,
-            **fields,
-        )
-        return info.to_dict()
+        # what StepInfo(...).to_dict() gives, built directly: this runs on every step
+        info = dict(_STEP_INFO_DEFAULTS)
+        info.update(fields)
+        info["turn"] = self.turn
+        info["task_id"] = str(self.task["task_id"])
+        info["episode_id"] = self.episode_id
+        info["state_key"] = fields.get("state_key") or state_key(self.state())
+        if "admissible_actions" not in fields:
+            info["admissible_actions"] = self.admissible_actions()
+        if "messages" not in fields:
+            info["messages"] = []
+        info["reward_components"] = components
+        info["extra"] = extra
+        return info
 
     def render(self):
         if self.render_mode == "ansi":

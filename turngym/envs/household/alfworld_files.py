@@ -10,8 +10,11 @@ does ``load_game`` here, so both engines call every thing by the same name.
     load_game(path or dict) -> Game                   played by World like any generated game
 
 Read-back handles the facts ALFWorld's own files use (receptacles at locations, objects in
-receptacles, openable/opened, capabilities, canContain) and goals of the six task types;
-objects that sit in no receptacle (inside a mug, say) are left out.
+receptacles, openable/opened, capabilities, canContain) and goals of the six task types, with the
+quirks of ALFWorld's own files: objects ALFRED located away from their receptacle
+(objectAtLocation, which slicing and look go by) and things inside bowls or mugs
+(inReceptacleObject: listed when the container is examined). Objects in no receptacle at all are
+left out; an object in two receptacles keeps the last (docs/envs/household.md says what differs).
 """
 
 from __future__ import annotations
@@ -165,6 +168,17 @@ def load_game(source: str | Path | dict) -> Game:
     task = _task_sentence(doc["grammar"])
     goal = recognize_goal(sections[":goal"][0] if sections.get(":goal") else [])
     ids = {names[i]: i.lower() for i in names if names[i] in rec_type or names[i] in obj_type}
+    # what ALFRED put inside bowls, mugs, pans (shown when one examines them; never taken out)
+    inner: dict[str, list[str]] = {}
+    for o, outer in by_pred.get("inreceptacleobject", []):
+        inner.setdefault(names[outer], []).append(names[o])
+    # ALFRED locates each object at the point nearest to it, which need not be its receptacle's
+    located: dict[str, set[str]] = {o: set() for o in obj_type}
+    for o, loc in by_pred.get("objectatlocation", []):
+        if names[o] in located:
+            located[names[o]].add(loc)
+    if all(located[o] == {spot[r]} for o, r in place.items()):
+        located = {}  # every object where its receptacle is (the household's own exports)
     return Game(
         task_id=task_id, kind="room", rooms=("room",), receptacles=tuple(rec_type),
         rec_type=rec_type, rec_room=dict.fromkeys(rec_type, "room"), obj_type=obj_type,
@@ -173,6 +187,8 @@ def load_game(source: str | Path | dict) -> Game:
         **{cap: frozenset(unary(cap) & set(obj_type)) for cap in _CAPABILITIES},
         can_contain={k: frozenset(v) for k, v in can_contain.items()},
         receptacle_objects=frozenset(unary("isReceptacleObject") & set(obj_type)),
+        inner={r: tuple(sorted(v, key=lambda n: ids.get(n, n))) for r, v in inner.items()},
+        object_spots={o: tuple(sorted(v)) for o, v in located.items()},
         initial_flags={flag: frozenset(unary(fact)) for fact, flag in _FLAG_FACTS.items()})
 
 

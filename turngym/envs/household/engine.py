@@ -15,7 +15,7 @@ name, so several agents can share one world (the co-op env builds on it):
     world.agents[name].location  (the receptacle gone to, or None = middle of the room)
     world.agents[name].holding   (object name or None)
     world.where[obj] -> receptacle name, or "@<agent>" while held
-    world.contents[rec] -> sorted list of objects in/on it
+    world.contents[rec] -> objects in/on it, a tuple in display order (replaced, never mutated)
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
     (read these freely; change the state only through execute(), which keeps key() in step)
     game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import insort
+from bisect import bisect
 
 from turngym.envs.household import data
 from turngym.envs.household.generator import Game
@@ -88,7 +88,8 @@ class World:
         self.game = game
         self.agents = {name: Agent(name) for name in agents}
         self.where: dict[str, str] = dict(game.initial_place)  # key order fixed by the game
-        self.contents: dict[str, list[str]] = {r: list(v) for r, v in game.initial_contents.items()}
+        # tuples, replaced on take/move: a new world copies one dict, not a list per receptacle
+        self.contents: dict[str, tuple[str, ...]] = dict(game.initial_contents)
         flags = game.initial_flags
         self.opened: set[str] = set(flags.get("opened", ()))
         self.hot: set[str] = set(flags.get("hot", ()))
@@ -97,12 +98,18 @@ class World:
         self.sliced: set[str] = set(flags.get("sliced", ()))
         self.lit: set[str] = set(flags.get("lit", ()))
         self._flags_text: str | None = None  # key() part for the flag sets; reset when they change
-        self._last_admissible: tuple = (None, None)  # ((agent, version), list): asked twice a step
+        self._where_text: str | None = None  # key() part for where things are; reset on take/move
+        self._agents_text: str | None = None  # key() part for spots and hands; reset on go/take/move
+        self._last_admissible: tuple = (None, -1, None)  # (agent, version, list): asked twice a step
         # ALFWorld remembers where a thing was taken from until it goes back there (its
         # not_inreceptacle facts); an object back on a spot it was taken from, in a neighbour
         # receptacle, shows as "Next to it, you see ..." in look. obj -> receptacles
         self.taken_from: dict[str, set[str]] = {}
         self.next_to: set[str] = set()  # the objects look shows so (part of the state)
+        # where each object is on the floor plan, for game files that place objects away from
+        # their receptacle (ALFWorld's objectAtLocation: slicing and look go by it); else None
+        self.spots_of: dict[str, set[str]] | None = (
+            {o: set(v) for o, v in game.object_spots.items()} if game.object_spots else None)
         self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
@@ -114,14 +121,17 @@ class World:
             b = other.agents[name] = Agent(name)
             b.location, b.holding = a.location, a.holding
         other.where = dict(self.where)
-        other.contents = {r: list(v) for r, v in self.contents.items()}
+        other.contents = dict(self.contents)
         for flag in ("opened", "hot", "cool", "clean", "sliced", "lit"):
             setattr(other, flag, set(getattr(self, flag)))
         other._flags_text = self._flags_text
-        other._last_admissible = (None, None)
+        other._where_text = self._where_text
+        other._agents_text = self._agents_text
+        other._last_admissible = (None, -1, None)
         other._version = 0
         other.taken_from = {o: set(v) for o, v in self.taken_from.items()}
         other.next_to = set(self.next_to)
+        other.spots_of = None if self.spots_of is None else {o: set(v) for o, v in self.spots_of.items()}
         return other
 
     # ----- queries ------------------------------------------------------------------------------
@@ -146,14 +156,22 @@ class World:
 
     def admissible(self, agent: str) -> list[str]:
         """Sorted admissible commands of ``agent`` now (a cached list shared by equal states)."""
-        token, last = self._last_admissible
-        if token == (agent, self._version):
+        last_agent, version, last = self._last_admissible
+        if version == self._version and last_agent == agent:
             return last
         a = self.agents[agent]
         held = a.holding
-        recs = self.at_hand(agent)
-        key = (self.game.task_id, recs, held, tuple(r in self.opened for r in recs),
-               tuple(tuple(self.contents[r]) for r in recs))
+        game = self.game
+        recs = () if a.location is None else game.spot_recs[game.spot[a.location]]  # at_hand, inlined
+        opened, contents = self.opened, self.contents
+        if len(recs) == 1:  # most spots hold one receptacle: skip the generators
+            rec = recs[0]
+            key = (self.game.task_id, recs, held, rec in opened, contents[rec])
+        else:
+            key = (self.game.task_id, recs, held, tuple([r in opened for r in recs]),
+                   tuple([contents[r] for r in recs]))
+        if self.spots_of is not None:
+            key += (tuple(self._located_here(a.location)),)
         cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
@@ -161,7 +179,7 @@ class World:
                 cache.clear()
             spot = None if a.location is None else self.game.spot[a.location]
             hit = cache[key] = self._commands(spot, recs, held)
-        self._last_admissible = ((agent, self._version), hit)
+        self._last_admissible = (agent, self._version, hit)
         return hit
 
     def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
@@ -181,8 +199,8 @@ class World:
                     out.append(f"use {obj}")
                 if open_now and held is None and obj in game.pickupable:
                     out.append(f"take {obj} from {rec}")
-                if knife and obj in game.sliceable:  # closed or not: ALFWorld checks the spot only
-                    out.append(f"slice {obj} with {held}")
+                if knife and obj in game.sliceable and self.spots_of is None:
+                    out.append(f"slice {obj} with {held}")  # closed or not: ALFWorld checks the spot only
             if held is None:
                 continue
             if open_now and held_type in game.can_contain.get(game.rec_type[rec], ()):
@@ -190,12 +208,18 @@ class World:
             for verb, (_, _, appliances, capable) in _TREAT.items():
                 if game.rec_type[rec] in appliances and held in getattr(game, capable):
                     out.append(f"{verb} {held} with {rec}")
-        return sorted(set(out))
+        if knife and self.spots_of is not None:  # a game file's objects: where they are located
+            out += [f"slice {o} with {held}" for o in self._located_here(recs[0] if recs else None)
+                    if o in game.sliceable]
+        # no duplicates to drop: each command names a distinct thing (an object lies in one
+        # receptacle); the "go to" list and help/inventory/look form one sorted run already,
+        # so the sort merges in the few local commands
+        return sorted(out)
 
     # ----- rules ----------------------------------------------------------------------------------
     def execute(self, agent: str, command: str) -> tuple[str, bool]:
         """Apply one command for ``agent``. Not admissible: ``Nothing happens.``, nothing changes."""
-        if not self.is_admissible(agent, command):
+        if command not in self.admissible(agent):
             return NOTHING, False
         a = self.agents[agent]
         verb, _, rest = command.partition(" ")
@@ -207,6 +231,7 @@ class World:
             if len(self.game.rooms) > 1 and (a.location is None or rooms[a.location] != rooms[target]):
                 prefix = f"You walk to the {data.ROOM_NAMES[rooms[target]]}. "
             a.location = target
+            self._agents_text = None
             return f"{prefix}You arrive at {target}. {self.describe(target)}", True
         if verb in _FLAG_VERBS:
             self._flags_text = None
@@ -218,21 +243,36 @@ class World:
             return f"You close the {rest}.", True
         if verb == "take":
             obj, _, rec = rest.partition(" from ")
-            self.contents[rec].remove(obj)
+            here = self.contents[rec]
+            i = here.index(obj)
+            self.contents[rec] = here[:i] + here[i + 1:]
             self.where[obj] = "@" + agent
+            self._where_text = self._agents_text = None
             a.holding = obj
             self.taken_from.setdefault(obj, set()).add(rec)
-            if obj in self.next_to:
+            if self.spots_of is not None:  # ALFWorld drops the object's place where it stood
+                self.spots_of[obj].discard(self.game.spot[rec])
+                self._place_next_to(obj)
+            elif obj in self.next_to:
                 self.next_to.discard(obj)
                 self._flags_text = None
             return f"You pick up the {obj} from the {rec}.", True
         if verb == "move":
             obj, _, rec = rest.partition(" to ")
-            insort(self.contents[rec], obj, key=self.game.order.__getitem__)
+            here = self.contents[rec]
+            order = self.game.order
+            i = bisect(here, order[obj], key=order.__getitem__)
+            self.contents[rec] = (*here[:i], obj, *here[i:])
             self.where[obj] = rec
+            self._where_text = self._agents_text = None
             a.holding = None
             before = self.taken_from.get(obj)
-            if before:
+            if self.spots_of is not None:
+                self.spots_of.setdefault(obj, set()).add(self.game.spot[rec])
+                if before:
+                    before.discard(rec)
+                self._place_next_to(obj)
+            elif before:
                 before.discard(rec)
                 spot = self.game.spot
                 if any(spot[r] == spot[rec] for r in before):
@@ -277,7 +317,7 @@ class World:
     def describe_object(self, obj: str) -> str:
         """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
         if obj in self.game.receptacle_objects:
-            return f"This is a normal {obj}. In it, you see nothing."
+            return f"This is a normal {obj}. In it, you see {_listing(self.game.inner.get(obj, ()))}."
         clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
         sliced = " sliced" if obj in self.sliced else ""
         if clean and (hot or cool):
@@ -305,7 +345,7 @@ class World:
         game = self.game
         if len(game.rooms) == 1:
             return ("You are in the middle of a room. Looking quickly around you, you see "
-                    f"{_listing(list(game.receptacles))}.")
+                    f"{_listing(game.receptacles)}.")
         parts = []
         for room in game.rooms:
             recs = [r for r in game.receptacles if game.rec_room[r] == room]
@@ -322,9 +362,31 @@ class World:
         recs = self.at_hand(agent)
         if not recs:  # ALFWorld lists the receptacles at the agent's spot: none in the middle
             return "You are in the middle of a room. Looking quickly around you, you see nothing."
-        near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
-                      key=self.game.order.__getitem__)
+        if self.spots_of is None:
+            near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
+                          key=self.game.order.__getitem__)
+        else:  # ALFWorld: located here, and taken from a receptacle of this spot
+            spot = self.game.spot[recs[0]]
+            near = sorted((o for o in self.next_to if spot in self.spots_of[o]
+                           and any(self.game.spot[r] == spot for r in self.taken_from.get(o, ()))),
+                          key=self.game.order.__getitem__)
         return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
+
+    def _located_here(self, rec: str | None) -> list[str]:
+        """Objects a game file places at the spot of ``rec`` (ALFWorld's objectAtLocation)."""
+        if rec is None:
+            return []
+        spot = self.game.spot[rec]
+        return [o for o in self.game.order if o in self.spots_of and spot in self.spots_of[o]]
+
+    def _place_next_to(self, obj: str) -> None:
+        """A game file's object shows as "next to" a spot where it is located and whose
+        receptacle it was taken from (and not put back into)."""
+        spot = self.game.spot
+        shown = any(spot[r] in self.spots_of[obj] for r in self.taken_from.get(obj, ()))
+        if shown != (obj in self.next_to):
+            (self.next_to.add if shown else self.next_to.discard)(obj)
+            self._flags_text = None
 
     # ----- state ------------------------------------------------------------------------------------
     def signature(self) -> tuple:
@@ -341,13 +403,21 @@ class World:
 
         Joins plain strings rather than ``repr`` of the nested tuple: same content, less work
         on the hot path. Names never contain the separators."""
-        agents = "".join([f"{n};{self._spot(a)};{a.holding};" for n, a in sorted(self.agents.items())])
+        agents = self._agents_text
+        if agents is None:
+            agents = self._agents_text = "".join([f"{n};{self._spot(a)};{a.holding};"
+                                                  for n, a in sorted(self.agents.items())])
         flags = self._flags_text
         if flags is None:
             flags = self._flags_text = (f"{sorted(self.opened)}{sorted(self.hot)}{sorted(self.cool)}"
                                         f"{sorted(self.clean)}{sorted(self.sliced)}{sorted(self.lit)}"
                                         f"{sorted(self.next_to) if self.next_to else ''}")
-        text = f"{self.game.task_id}|{extra}|{agents}|{';'.join(self.where.values())}|{flags}"
+        where = self._where_text
+        if where is None:
+            where = self._where_text = ";".join(self.where.values())
+        text = f"{self.game.task_id}|{extra}|{agents}|{where}|{flags}"
+        if self.spots_of is not None:  # a game file's object places are part of its state
+            text += "|" + ";".join(f"{o}@{sorted(s)}" for o, s in sorted(self.spots_of.items()))
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def _spot(self, a: Agent) -> str | None:
@@ -362,9 +432,13 @@ class World:
                 "sliced": sorted(self.sliced), "lit": sorted(self.lit), "next_to": sorted(self.next_to)}
 
 
-def _listing(names: list[str]) -> str:
+def _listing(names: list[str] | tuple[str, ...]) -> str:
     """ALFWorld's lists: always "a" (even "a apple 1"), ", and " before the last, even of two."""
-    return _names([f"a {n}" for n in names]) if names else "nothing"
+    if not names:
+        return "nothing"
+    if len(names) == 1:
+        return f"a {names[0]}"
+    return "a " + ", a ".join(names[:-1]) + ", and a " + names[-1]
 
 
 def _names(items: list[str]) -> str:

@@ -13,12 +13,14 @@ from turngym.envs.household.engine import (
     World,
     legacy_command,
     lenient_command,
-    strict_command,
 )
 from turngym.envs.household.expert import expert_action
-from turngym.envs.household.tasks import goal_progress
+from turngym.envs.household.tasks import LOOK, goal_progress
 
 AGENT = "agent"
+# commands that cannot change any goal's progress (goals read hands, places, treatments and lit
+# lamps; where the agent stands matters only to the lamp task): progress is not recomputed
+_NO_PROGRESS = ("go ", "open ", "close ", "slice ")
 
 INSTRUCTIONS = """\
 You are an agent in a household. Each turn you read what happened and reply with exactly one \
@@ -31,6 +33,8 @@ Names carry their number, e.g. "mug 1", "countertop 2". You can hold one object 
 Closed receptacles must be opened before you take from or put into them. Heat with a microwave, \
 cool with a fridge, clean with a sinkbasin while holding the object.{listing}
 A command that cannot be done answers "Nothing happens." and changes nothing."""
+_INSTRUCTIONS = {False: INSTRUCTIONS.format(listing=""), True: INSTRUCTIONS.format(
+    listing="\nOnly admissible commands work; the list of them is given each turn.")}
 
 
 class HouseholdEnv(TurnEnv):
@@ -95,6 +99,10 @@ class HouseholdEnv(TurnEnv):
         if isinstance(task, dict) and "alfworld_game" in task and "task_id" not in task:
             # a game file is its own task: its path is its id
             options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
+        if "task" not in options and "task_id" not in options:
+            # the base class's draw, from the cached tuple rather than a fresh list of 3,553 ids
+            ids = generator.task_ids(self.kind, options.get("split", self.split))
+            return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
         return super()._choose_task(options)
 
     # ----- episode ----------------------------------------------------------------------------------
@@ -115,7 +123,7 @@ class HouseholdEnv(TurnEnv):
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         world = self.world
-        command = (legacy_command if self.legacy_commands else strict_command)(action)
+        command = legacy_command(action) if self.legacy_commands else action.strip()  # strict
         if self.lenient and not world.is_admissible(AGENT, command):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)
@@ -123,25 +131,32 @@ class HouseholdEnv(TurnEnv):
         # an invalid or read-only command changed nothing: key and progress stay as they were
         if valid and not command.startswith(READ_ONLY):
             goals = world.game.goals
-            done = goal_progress(world, goals[self.goal_index])
-            while done >= 1.0 and self.goal_index + 1 < len(goals):
-                self.goal_index += 1
-                obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+            if not command.startswith(_NO_PROGRESS) or (
+                    command[:3] == "go " and goals[self.goal_index].task_type == LOOK):
                 done = goal_progress(world, goals[self.goal_index])
-            success = done >= 1.0
-            self.progress = (self.goal_index + done) / len(goals)
+                while done >= 1.0 and self.goal_index + 1 < len(goals):
+                    self.goal_index += 1
+                    obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
+                    done = goal_progress(world, goals[self.goal_index])
+                success = done >= 1.0
+                self.progress = (self.goal_index + done) / len(goals)
             self.key = world.key(self.goal_index)
-        before = self.best_progress
-        self.best_progress = max(before, self.progress)
+        gain = 0.0
+        if self.progress > self.best_progress:
+            gain = self.progress - self.best_progress
+            self.best_progress = self.progress
         components = {
             "success": self.reward_scale if success else 0.0,
-            "shaping": self.shaped_reward * self.reward_scale * (self.best_progress - before),
+            "shaping": self.shaped_reward * self.reward_scale * gain,
             "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty,
         }
         fields = self._fields(valid, None if valid else NOT_ADMISSIBLE, components)
         if success:
             fields["done_reason"] = "success"
-        return self._observe(obs), sum(components.values()), success, False, fields
+        reward = components["success"] + components["shaping"] + components["invalid_penalty"]
+        if self.list_actions_in_observation:
+            obs = self._observe(obs)
+        return obs, reward, success, False, fields
 
     def _goal_texts(self) -> tuple[str, ...]:
         game = self.world.game
@@ -180,9 +195,7 @@ class HouseholdEnv(TurnEnv):
         return list(self.world.admissible(AGENT))
 
     def instructions(self) -> str:
-        listing = ("" if not self.show_admissible else
-                   "\nOnly admissible commands work; the list of them is given each turn.")
-        return INSTRUCTIONS.format(listing=listing)
+        return _INSTRUCTIONS[self.show_admissible]
 
     def expert_action(self) -> str:
         if self.world is None:

@@ -72,6 +72,10 @@ class Game:
     sliceable: frozenset[str] = None
     can_contain: dict[str, frozenset[str]] = None  # receptacle type -> object types
     receptacle_objects: frozenset[str] = frozenset()  # ALFWorld's isReceptacleObject (import only)
+    inner: dict[str, tuple[str, ...]] = field(default_factory=dict)  # receptacle object -> what is in it
+    # ALFWorld's objectAtLocation where a game file puts an object elsewhere than its receptacle's
+    # spot (import only; empty: every object is where its receptacle is)
+    object_spots: dict[str, tuple[str, ...]] = field(default_factory=dict)
     initial_flags: dict[str, frozenset[str]] = field(default_factory=dict)  # "opened"/"hot"/... -> names
     goal_formula: object = None  # a PDDL goal read from a game file (alfworld_files.py), else None
     order: dict[str, int] = field(default_factory=dict)  # display rank of every name
