@@ -10,8 +10,8 @@ starts from the longest cached prefix it shares with any of them:
 - any episode of the same env (the system prompt and instructions are a common prefix).
 
 ``generate`` prefills every prompt's uncached suffix in one batched forward pass (cached prefixes
-and suffixes padded, the gaps masked), then decodes all rows together, one token per step, left-padding the caches to a common width; rows that
-finish leave the batch at once. Keys are cached after rotary embedding at their true positions,
+and suffixes padded, the gaps masked), then decodes all rows together, one token per step,
+left-padding the caches to a common width; rows that finish leave the batch at once. Keys are cached after rotary embedding at their true positions,
 and padding is masked, so a row's logits equal a fresh full forward pass up to float rounding.
 
 Sampling happens here (not in ``model.generate``) so each token's log-prob and entropy come
@@ -232,7 +232,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     past = None
     if past_width:
         template = next(kv for _, kv in found if kv is not None)
-        rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if kv is not None and n else
+        rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n else
                 [(k.new_zeros(1, k.shape[1], 0, k.shape[3]), v.new_zeros(1, v.shape[1], 0, v.shape[3]))
                  for k, v in template] for (_, kv), n in zip(found, cached)]
         past = from_layers(_left_pad_stack(rows, past_width))

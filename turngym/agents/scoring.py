@@ -145,10 +145,7 @@ def common_head(prompt_ids: Sequence[Sequence[int]]) -> int:
     logits score the first completion token); 0 when fewer than ``MIN_SHARED_HEAD`` or one row."""
     if len(prompt_ids) < 2:
         return 0
-    first, limit = prompt_ids[0], min(len(p) for p in prompt_ids) - 1
-    n = 0
-    while n < limit and all(p[n] == first[n] for p in prompt_ids):
-        n += 1
+    n = min(min(_shared(prompt_ids[0], p) for p in prompt_ids[1:]), min(len(p) for p in prompt_ids) - 1)
     return n if n >= MIN_SHARED_HEAD else 0
 
 
