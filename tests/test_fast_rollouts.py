@@ -200,3 +200,24 @@ def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
     assert torch.allclose(lp0, lp1, atol=1e-9) and torch.allclose(ent0, ent1, atol=1e-9)
     # peft keeps the adapters in float32: gradients agree to float32 rounding
     assert g0.abs().max() > 0.1 and torch.allclose(g0, g1, rtol=0, atol=1e-6)
+
+
+def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
+    """The decoding path of ``cpu_attention`` (one query, keys shared by groups of query heads,
+    left padding masked) computes what transformers' sdpa computes, and longer queries go to sdpa."""
+    import copy
+
+    from turngym.agents.decoding import generate
+    from turngym.agents.models import CPU_ATTENTION, use_cpu_attention
+
+    model, _ = tiny()
+    reference = copy.deepcopy(model).to(torch.bfloat16)
+    fast = copy.deepcopy(reference)
+    use_cpu_attention(fast)
+    assert fast.config._attn_implementation == CPU_ATTENTION and reference.config._attn_implementation == "sdpa"
+    prompts = [list(range(5, 40)), list(range(7, 19)), list(range(100, 160))]  # rows of different lengths
+    runs = [generate(m, prompts, max_new_tokens=12, temperature=0, eos_ids=set()) for m in (reference, fast)]
+    for a, b in zip(*runs):
+        n = next((i for i, (x, y) in enumerate(zip(a.tokens, b.tokens)) if x != y), len(a.tokens))
+        assert n >= 6  # bfloat16 rounding may flip a near-tie late in the reply, not early
+        assert torch.allclose(torch.tensor(a.logprobs[:n]), torch.tensor(b.logprobs[:n]), atol=0.05)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from turngym.agents.scoring import score_completions  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
 
 COUNTER = "turngym-tests/Counter-v0"
+# the admissible actions a prompt lists under the latest observation (dropped from older turns)
+LISTING = r"\n\nAdmissible actions:\n(- [^\n]*\n?)+(?=<\|im_end\|>\n<\|im_start\|>assistant\n$)"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,14 +44,24 @@ def small():
     return tiny()
 
 
-def assert_no_drift(trajectories, model, temperature):
-    """Each turn's prompt extends the previous turn's prompt + completion, and scoring the
-    recorded ids reproduces the recorded log-probs and entropies."""
+def assert_no_drift(trajectories, model, temperature, tokenizer):
+    """Each turn's prompt extends the previous turn's prompt + completion (the previous
+    observation without the admissible actions listed under it, when the prompt listed them),
+    and scoring the recorded ids reproduces the recorded log-probs and entropies."""
     pairs, recorded = [], []
     for traj in trajectories:
         assert traj.steps
         for before, after in zip(traj.steps, traj.steps[1:]):
             history = before.prompt_ids + before.completion_ids
+            if after.prompt_ids[:len(history)] != history:
+                reply = before.completion_ids
+                same = next((i for i, (x, y) in enumerate(zip(before.prompt_ids, after.prompt_ids)) if x != y),
+                            len(before.prompt_ids))
+                at = next(i for i in range(max(same - 4, 0), len(after.prompt_ids))
+                          if after.prompt_ids[i:i + len(reply)] == reply)
+                shown = tokenizer.decode(before.prompt_ids)
+                assert re.sub(LISTING, "", shown) == tokenizer.decode(after.prompt_ids[:at]) != shown
+                history = after.prompt_ids[:at] + reply
             assert after.prompt_ids[:len(history)] == history
             assert len(after.prompt_ids) > len(history)
         for step in traj.steps:
@@ -288,7 +301,7 @@ def test_no_drift_over_multi_turn_episodes_tiny(small):
         trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=2, seed=3, max_steps=4)
     assert [t.length for t in trajs] == [4, 4, 4, 4]  # gibberish actions never submit
     assert all(not s.info["action_valid"] for t in trajs for s in t.steps)
-    assert_no_drift(trajs, model, policy.temperature)
+    assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
 def test_no_drift_with_tags_and_stop_strings(small):
@@ -299,7 +312,7 @@ def test_no_drift_with_tags_and_stop_strings(small):
                       prompt=PromptConfig(action_format="tags"))
     with turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
         trajs = pool.rollout(policy, ["counter-3"], group_size=2, seed=0, max_steps=3)
-    assert_no_drift(trajs, model, policy.temperature)
+    assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
 def test_tools_announced_on_reset_stay_in_every_prompt(small):
@@ -313,7 +326,7 @@ def test_tools_announced_on_reset_stay_in_every_prompt(small):
         for step in traj.steps:
             text = tokenizer.decode(step.prompt_ids)
             assert '"name": "submit"' in text and "Act by calling one of the tools." in text
-    assert_no_drift(trajs, model, policy.temperature)
+    assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
 def test_last_k_history_records_what_the_model_saw(small):
@@ -339,7 +352,9 @@ def test_real_model_plays_a_household_episode_end_to_end_without_drift(real):
     first = tokenizer.decode(traj.steps[0].prompt_ids)
     assert "Your task is to:" in first and "Admissible actions:" in first
     assert all(s.action == s.action.strip() and "\n" not in s.action for s in traj.steps)
-    assert_no_drift([traj], model, policy.temperature)
+    assert_no_drift([traj], model, policy.temperature, tokenizer)
+    if len(traj.steps) > 1:  # only the latest observation lists the admissible actions
+        assert tokenizer.decode(traj.steps[1].prompt_ids).count("Admissible actions:") == 1
 
 
 def _first_task(env_id: str) -> str:

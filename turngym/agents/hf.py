@@ -7,7 +7,10 @@ the same way, so a trainer's ratio pi_new/pi_old starts at 1.
 
 No re-rendering drift across turns: with ``history="full"`` (the default), the prompt of turn
 t+1 is the prompt of turn t, then the completion ids of turn t token for token, then the
-chat template's end-of-turn text and the new observation. The policy remembers each reply's
+chat template's end-of-turn text and the new observation. The one exception is the list of
+admissible actions the prompt adds under the latest observation: it describes the state it was
+shown in, so older turns lose it (a fresh render shows the same; on a long Household-v0 episode
+the stale lists were three quarters of the context). The policy remembers each reply's
 ids keyed by the conversation text up to that reply, so it never re-tokenizes what the model
 generated (re-tokenizing decoded text can give different ids). History modes that drop turns
 (``last_k``, ``summary``) re-render; the recorded ids are still exactly what the model saw.
@@ -20,7 +23,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -217,9 +220,9 @@ class HFPolicy:
         prompts, contexts, all_tools = [], [], []
         for conv in conversations:
             tools = self._tools(conv)
-            ids, built = self._prompt(conv, tools)
+            ids, built, plain = self._prompt(conv, tools)
             prompts.append(ids)
-            contexts.append(built)
+            contexts.append(plain)
             all_tools.append(tools)
         generations = []
         if prompts:
@@ -232,11 +235,11 @@ class HFPolicy:
                 for i, gen in zip(rows, self.generate([prompts[i] for i in rows], stop_when=stop_when)):
                     generations[i] = gen
         out = []
-        for conv, built, gen, tools in zip(conversations, contexts, generations, all_tools):
+        for conv, (plain_ids, plain), gen, tools in zip(conversations, contexts, generations, all_tools):
             action = extract_action(gen.text, self.prompt, has_tools=bool(tools))
             reply = {"role": "assistant", "content": action}
             self._remember([*conv.messages, reply], tools,
-                           (gen.prompt_ids + gen.completion_ids, gen.ended_with_eos, [*built, reply]))
+                           (plain_ids + gen.completion_ids, gen.ended_with_eos, [*plain, reply]))
             out.append(Completion(text=action, prompt_ids=gen.prompt_ids, completion_ids=gen.completion_ids,
                                   logprobs=gen.logprobs, entropies=gen.entropies,
                                   finish_reason=gen.finish_reason))
@@ -244,8 +247,11 @@ class HFPolicy:
             # <tool_call> blocks), so the history holds exactly what the model wrote
         return out
 
-    def _prompt(self, conv: Conversation, tools: list[dict] | None) -> tuple[list[int], list[dict]]:
-        """Token ids and messages for this turn, extending the previous turn's ids when possible."""
+    def _prompt(self, conv: Conversation, tools: list[dict] | None
+                ) -> tuple[list[int], list[dict], tuple[list[int], list[dict]]]:
+        """Token ids and messages for this turn, extending the previous turn's ids when possible,
+        and the same without the admissible actions under the latest observation (what the next
+        turn's history holds)."""
         if self.prompt.history == "full":
             for i in range(len(conv.messages) - 1, -1, -1):
                 if conv.messages[i].get("role") != "assistant":
@@ -254,20 +260,26 @@ class HFPolicy:
                 if hit is None:
                     break
                 ids, ended_eos, built_before = hit
-                new = [dict(m) for m in conv.messages[i + 1:]]
-                if new:
-                    new[-1] = decorate_observation(new[-1], conv.info, self.prompt)
-                built = [*built_before, *new]
+                plain = [*built_before, *(dict(m) for m in conv.messages[i + 1:])]
+                built = [*plain[:-1], decorate_observation(plain[-1], conv.info, self.prompt)] \
+                    if len(plain) > len(built_before) else plain
                 before = self.render(built_before, tools, add_generation_prompt=False)
                 full = self.render(built, tools, add_generation_prompt=True)
-                if not full.startswith(before):
+                full_plain = self.render(plain, tools, add_generation_prompt=True) if built is not plain else full
+                if not (full.startswith(before) and full_plain.startswith(before)):
                     break  # a template that rewrites history: fall back to a fresh render
                 end = self._turn_end
                 eos_text = self.tokenizer.decode([ids[-1]]) if ended_eos else ""
                 rest = end[len(eos_text):] if eos_text and end.startswith(eos_text) else end
-                return ids + self.encode_text(rest + full[len(before):]), built
+                prompt_ids = ids + self.encode_text(rest + full[len(before):])
+                plain_ids = prompt_ids if full_plain == full else ids + self.encode_text(rest + full_plain[len(before):])
+                return prompt_ids, built, (plain_ids, plain)
         built = build_messages(conv, self.prompt, has_tools=bool(tools))
-        return self.encode(built, tools), built
+        ids = self.encode(built, tools)
+        if self.prompt.history != "full" or not self.prompt.show_admissible:
+            return ids, built, (ids, built)
+        plain = build_messages(conv, replace(self.prompt, show_admissible=False), has_tools=bool(tools))
+        return ids, built, (self.encode(plain, tools) if plain != built else ids, plain)
 
     def _remember(self, messages: list[dict], tools, value) -> None:
         if self.prompt.history != "full" or self.cache_size <= 0:
