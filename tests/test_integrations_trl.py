@@ -78,9 +78,11 @@ def test_flattened_episode_is_exactly_what_the_model_saw():
 
     import turngym
     from turngym.agents.hf import HFPolicy
+    from turngym.agents.prompts import PromptConfig
 
     model, tokenizer = _model()
-    policy = HFPolicy(model, tokenizer, max_new_tokens=10, seed=0)
+    # the rollout function's own history: every turn exactly as shown, one sequence per episode
+    policy = HFPolicy(model, tokenizer, max_new_tokens=10, seed=0, prompt=PromptConfig(history="transcript"))
     with one_torch_thread(), turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
         trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=1, max_steps=3)
     multi = [t for t in trajs if t.length > 1]

@@ -10,7 +10,9 @@ t+1 is the prompt of turn t, then the completion ids of turn t token for token, 
 chat template's end-of-turn text and the new observation. The one exception is the list of
 admissible actions the prompt adds under the latest observation: it describes the state it was
 shown in, so older turns lose it (a fresh render shows the same; on a long Household-v0 episode
-the stale lists were three quarters of the context). The policy remembers each reply's
+the stale lists were three quarters of the context). ``history="transcript"`` keeps them, so
+that every prompt extends the previous one exactly (one token sequence per episode, as TRL's
+multi-turn rollouts need). The policy remembers each reply's
 ids keyed by the conversation text up to that reply, so it never re-tokenizes what the model
 generated (re-tokenizing decoded text can give different ids). History modes that drop turns
 (``last_k``, ``summary``) re-render; the recorded ids are still exactly what the model saw.
@@ -252,7 +254,7 @@ class HFPolicy:
         """Token ids and messages for this turn, extending the previous turn's ids when possible,
         and the same without the admissible actions under the latest observation (what the next
         turn's history holds)."""
-        if self.prompt.history == "full":
+        if self.prompt.history in ("full", "transcript"):
             for i in range(len(conv.messages) - 1, -1, -1):
                 if conv.messages[i].get("role") != "assistant":
                     continue
@@ -263,6 +265,8 @@ class HFPolicy:
                 plain = [*built_before, *(dict(m) for m in conv.messages[i + 1:])]
                 built = [*plain[:-1], decorate_observation(plain[-1], conv.info, self.prompt)] \
                     if len(plain) > len(built_before) else plain
+                if self.prompt.history == "transcript":
+                    plain = built
                 before = self.render(built_before, tools, add_generation_prompt=False)
                 full = self.render(built, tools, add_generation_prompt=True)
                 full_plain = self.render(plain, tools, add_generation_prompt=True) if built is not plain else full
@@ -276,13 +280,13 @@ class HFPolicy:
                 return prompt_ids, built, (plain_ids, plain)
         built = build_messages(conv, self.prompt, has_tools=bool(tools))
         ids = self.encode(built, tools)
-        if self.prompt.history != "full" or not self.prompt.show_admissible:
+        if self.prompt.history != "full" or not self.prompt.show_admissible:  # nothing to drop later
             return ids, built, (ids, built)
         plain = build_messages(conv, replace(self.prompt, show_admissible=False), has_tools=bool(tools))
         return ids, built, (self.encode(plain, tools) if plain != built else ids, plain)
 
     def _remember(self, messages: list[dict], tools, value) -> None:
-        if self.prompt.history != "full" or self.cache_size <= 0:
+        if self.prompt.history not in ("full", "transcript") or self.cache_size <= 0:
             return
         key = _key(messages, tools)
         self._replies[key] = value

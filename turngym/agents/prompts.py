@@ -10,8 +10,11 @@ instructions, then observations and the agent's replies) and the latest StepInfo
   ``<think>...</think>``, then the action inside ``<action>...</action>``; only the action is
   sent to the env);
 - whether the admissible actions are listed under the latest observation;
-- the history: ``full`` (everything), ``last_k`` (the task statement plus the last k turns), or
-  ``summary`` (the task statement, a one-line-per-turn summary of older turns, the last k turns).
+- the history: ``full`` (every turn; the admissible actions only under the latest observation),
+  ``transcript`` (every turn exactly as the model saw it, lists included: each prompt extends the
+  previous prompt and reply, so an episode is one token sequence), ``last_k`` (the task statement
+  plus the last k turns), or ``summary`` (the task statement, a one-line-per-turn summary of older
+  turns, the last k turns).
 
 Tool specs (``info["tools"]``) go to the model through the chat template when it supports
 tools, otherwise as a block in the system prompt asking for Hermes-style
@@ -32,7 +35,7 @@ from typing import Any
 from turngym.core.policy import Conversation
 
 ACTION_FORMATS = ("plain", "tags")
-HISTORY_MODES = ("full", "last_k", "summary")
+HISTORY_MODES = ("full", "transcript", "last_k", "summary")
 
 _FORMAT_TEXT = {
     "plain": "Reply with exactly one action and nothing else.",
@@ -105,7 +108,7 @@ def build_messages(conv: Conversation, config: PromptConfig, has_tools: bool | N
     system = {"role": "system", "content": system_text(conv, config, has_tools)}
     if body:
         body[-1] = decorate_observation(body[-1], conv.info, config)
-    if config.history == "full":
+    if config.history in ("full", "transcript"):
         return [system, *body]
     first_reply = next((i for i, m in enumerate(body) if m.get("role") == "assistant"), len(body))
     head, turns = body[:first_reply], _split_turns(body[first_reply:])

@@ -67,7 +67,8 @@ class GRPORollout:
         max_new_tokens: the longest reply in one turn. The flattened episode is cut at the
             trainer's ``max_completion_length``.
         temperature: sampling temperature (default: the trainer's ``args.temperature``).
-        prompt: a ``turngym.agents.prompts.PromptConfig`` for HFPolicy.
+        prompt: a ``turngym.agents.prompts.PromptConfig`` for HFPolicy (default: the
+            ``transcript`` history, whose episodes flatten into one sequence without a cut).
         seed: group ``k`` of call ``c`` resets with a seed derived from (seed, c, k).
     """
 
@@ -78,6 +79,10 @@ class GRPORollout:
         turngym.spec(env_id)  # an unknown id fails here, not in the middle of training
         self.env_id, self.max_turns, self.max_new_tokens = env_id, int(max_turns), int(max_new_tokens)
         self.pool_args = {"num_envs": num_envs, "backend": backend, "env_kwargs": env_kwargs, "servers": servers}
+        if prompt is None:
+            from turngym.agents.prompts import PromptConfig
+
+            prompt = PromptConfig(history="transcript")
         self.temperature, self.prompt, self.seed = temperature, prompt, int(seed)
         self.calls = itertools.count()
         self.pool = None
@@ -139,8 +144,8 @@ def _task_id(prompt: Any) -> str:
 def flatten_episode(traj, limit: int | None = None) -> tuple[list[int], list[int], list[float], list[int]]:
     """(prompt_ids, completion_ids, logprobs, env_mask) of one episode as one completion.
 
-    Turn t+1's prompt must start with turn t's prompt + reply (HFPolicy's full history does
-    this). Where it does not (a history mode that drops turns), the episode is cut before that
+    Turn t+1's prompt must start with turn t's prompt + reply (HFPolicy's ``transcript``
+    history does this). Where it does not (a history mode that drops turns), the episode is cut before that
     turn: training on tokens the model never saw in that order would be wrong.
     """
     steps = [s for s in traj.steps if s.completion_ids or s.prompt_ids]

@@ -82,7 +82,7 @@ class GenerationConfig:
 
 @dataclass
 class PromptSection:
-    history: str = doc("what the model sees of earlier turns", choices=("full", "last_k", "summary"),
+    history: str = doc("what the model sees of earlier turns", choices=("full", "transcript", "last_k", "summary"),
                        default="full")
     history_k: int = doc("turns kept verbatim by last_k / summary", minimum=0, default=4)
     show_admissible: bool = doc("list the env's admissible actions under each observation", default=True)
