@@ -11,8 +11,9 @@ starts from the longest cached prefix it shares with any of them:
 
 ``generate`` prefills every prompt's uncached suffix in one batched forward pass (cached prefixes
 and suffixes padded, the gaps masked), then decodes all rows together, one token per step,
-left-padding the caches to a common width; rows that finish leave the batch at once. Keys are cached after rotary embedding at their true positions,
-and padding is masked, so a row's logits equal a fresh full forward pass up to float rounding.
+left-padding the caches to a common width; rows that finish leave the batch at once. Keys are
+cached after rotary embedding at their true positions, and padding is masked, so a row's logits
+equal a fresh full forward pass up to float rounding.
 
 Sampling happens here (not in ``model.generate``) so each token's log-prob and entropy come
 from the very logits it was drawn from, and stopping is per row: an end-of-turn token, a stop

@@ -33,6 +33,7 @@ import torch
 from turngym.agents import decoding
 from turngym.agents.decoding import PrefixCache
 from turngym.agents.prompts import (
+    WHOLE_HISTORY,
     PromptConfig,
     ToolMemory,
     build_messages,
@@ -254,7 +255,7 @@ class HFPolicy:
         """Token ids and messages for this turn, extending the previous turn's ids when possible,
         and the same without the admissible actions under the latest observation (what the next
         turn's history holds)."""
-        if self.prompt.history in ("full", "transcript"):
+        if self.prompt.history in WHOLE_HISTORY:
             for i in range(len(conv.messages) - 1, -1, -1):
                 if conv.messages[i].get("role") != "assistant":
                     continue
@@ -286,7 +287,7 @@ class HFPolicy:
         return ids, built, (self.encode(plain, tools) if plain != built else ids, plain)
 
     def _remember(self, messages: list[dict], tools, value) -> None:
-        if self.prompt.history not in ("full", "transcript") or self.cache_size <= 0:
+        if self.prompt.history not in WHOLE_HISTORY or self.cache_size <= 0:
             return
         key = _key(messages, tools)
         self._replies[key] = value

@@ -36,6 +36,7 @@ from turngym.core.policy import Conversation
 
 ACTION_FORMATS = ("plain", "tags")
 HISTORY_MODES = ("full", "transcript", "last_k", "summary")
+WHOLE_HISTORY = ("full", "transcript")  # the modes that keep every turn (prompts only grow)
 
 _FORMAT_TEXT = {
     "plain": "Reply with exactly one action and nothing else.",
@@ -108,7 +109,7 @@ def build_messages(conv: Conversation, config: PromptConfig, has_tools: bool | N
     system = {"role": "system", "content": system_text(conv, config, has_tools)}
     if body:
         body[-1] = decorate_observation(body[-1], conv.info, config)
-    if config.history in ("full", "transcript"):
+    if config.history in WHOLE_HISTORY:
         return [system, *body]
     first_reply = next((i for i, m in enumerate(body) if m.get("role") == "assistant"), len(body))
     head, turns = body[:first_reply], _split_turns(body[first_reply:])

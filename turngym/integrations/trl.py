@@ -145,8 +145,9 @@ def flatten_episode(traj, limit: int | None = None) -> tuple[list[int], list[int
     """(prompt_ids, completion_ids, logprobs, env_mask) of one episode as one completion.
 
     Turn t+1's prompt must start with turn t's prompt + reply (HFPolicy's ``transcript``
-    history does this). Where it does not (a history mode that drops turns), the episode is cut before that
-    turn: training on tokens the model never saw in that order would be wrong.
+    history does this). Where it does not (any other history drops something: old turns, or
+    the admissible actions under older observations), the episode is cut before that turn:
+    training on tokens the model never saw in that order would be wrong.
     """
     steps = [s for s in traj.steps if s.completion_ids or s.prompt_ids]
     if not steps:

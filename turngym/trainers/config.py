@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from turngym.agents.prompts import HISTORY_MODES
+
 ESTIMATOR_NAMES = ("grpo", "rloo", "gigpo", "hgpo", "graph", "turn_gae", "hiper")
 BACKEND_NAMES = ("inline", "thread", "process", "ray")
 
@@ -82,8 +84,7 @@ class GenerationConfig:
 
 @dataclass
 class PromptSection:
-    history: str = doc("what the model sees of earlier turns", choices=("full", "transcript", "last_k", "summary"),
-                       default="full")
+    history: str = doc("what the model sees of earlier turns", choices=HISTORY_MODES, default="full")
     history_k: int = doc("turns kept verbatim by last_k / summary", minimum=0, default=4)
     show_admissible: bool = doc("list the env's admissible actions under each observation", default=True)
     system_prompt: str | None = doc("replaces the env's instructions when set", default=None)
