@@ -133,10 +133,23 @@ def forward_with_cache(model, cache, all_logits: bool = False, **kwargs):
     transformers renamed ``past_key_values`` to ``cache`` (5.2x); pass whichever this one takes.
     """
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if isinstance(kwargs.get("logits_to_keep"), int) and kwargs["logits_to_keep"] > 0:
+        kwargs["logits_to_keep"] = keep_last(kwargs["logits_to_keep"], kwargs["input_ids"].device)
     name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
     out = model(**kwargs, **{name: cache}, use_cache=True)
     after = getattr(out, "cache", None) if name == "cache" else out.past_key_values
     return (out.logits if all_logits else out.logits[:, -1, :]), after
+
+
+def keep_last(n: int, device) -> torch.Tensor:
+    """``logits_to_keep`` for the last ``n`` positions, as an index tensor rather than an int.
+
+    With an int, transformers slices the hidden states into a strided view, and torch's CPU
+    ``linear`` on a strided 3-D input broadcasts the vocabulary matrix to every row and copies it
+    (measured in bfloat16: 1.9 s instead of 0.08 s for 32 rows x 14 positions, 0.83 s instead of
+    0.007 s for one position of 16 rows). Indexing gives a contiguous copy of the few kept rows.
+    """
+    return torch.arange(-n, 0, device=device)
 
 
 def _row_kv(kv: KV, row: int, start: int, end: int) -> KV:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from turngym.agents.decoding import forward_with_cache, from_layers, to_layers
+from turngym.agents.decoding import forward_with_cache, from_layers, keep_last, to_layers
 
 MIN_SHARED_HEAD = 16  # shorter common heads are not worth a second forward call
 
@@ -122,7 +122,7 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
             return TokenScores(empty, empty.clone(), mask)
         # Only the positions that predict completion tokens need logits: columns
         # max_prompt-1 .. width-2 predict columns max_prompt .. width-1.
-        kwargs = dict(input_ids=input_ids, position_ids=position_ids, logits_to_keep=max_completion + 1)
+        kwargs = dict(input_ids=input_ids, position_ids=position_ids, logits_to_keep=keep_last(max_completion + 1, device))
         if past is None:
             out = model(**kwargs, attention_mask=attention, use_cache=False)
             logits = out.logits

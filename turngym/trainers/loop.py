@@ -249,6 +249,8 @@ def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list
 
 def prompt_values(tr: Trainer, prompts: list[list[int]], with_grad: bool = False) -> torch.Tensor:
     """Value head on the (detached) hidden state of each prompt's last token: [B, 2] (low, high)."""
+    from turngym.agents.decoding import keep_last
+
     device = next(tr.model.parameters()).device
     width = max(len(p) for p in prompts)
     pad = tr.tokenizer.pad_token_id or 0
@@ -260,7 +262,7 @@ def prompt_values(tr: Trainer, prompts: list[list[int]], with_grad: bool = False
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
         out = tr.model(input_ids=ids.to(device), attention_mask=att.to(device), position_ids=pos.to(device),
-                       output_hidden_states=True, use_cache=False, logits_to_keep=1)
+                       output_hidden_states=True, use_cache=False, logits_to_keep=keep_last(1, device))
         hidden = out.hidden_states[-1][:, -1, :].float()
     with torch.set_grad_enabled(with_grad):
         return tr.value_head(hidden)
