@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 
 from turngym.agents.prompts import HISTORY_MODES
+from turngym.trainers.advantages import ESTIMATORS, empg
 
-ESTIMATOR_NAMES = ("grpo", "rloo", "gigpo", "hgpo", "graph", "turn_gae", "hiper")
+ESTIMATOR_NAMES = tuple(ESTIMATORS)
 BACKEND_NAMES = ("inline", "thread", "process", "ray")
 
 
@@ -181,15 +182,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def check_estimator_args(cfg: TrainConfig) -> None:
-    """Fail at load time (not after the model loaded) on an option the estimator does not take."""
-    import inspect
-
-    from turngym.trainers.advantages import ESTIMATORS, empg
-
-    skip = {"trajectories", "values", "values_lo", "values_hi", "switches", "advantages"}
-    for name, fn, given in (("rl.estimator_args", ESTIMATORS[cfg.rl.estimator], cfg.rl.estimator_args),
-                            ("rl.empg_args", empg.modulate, cfg.rl.empg_args)):
-        allowed = [p for p in inspect.signature(fn).parameters if p not in skip]
+    """Fail at load time (not after the model loaded) on an option the estimator does not take
+    (the options each estimator declares, see ``trainers/advantages/estimator.py``)."""
+    checks = (("rl.estimator_args", ESTIMATORS[cfg.rl.estimator].options, cfg.rl.estimator_args),
+              ("rl.empg_args", empg.OPTIONS, cfg.rl.empg_args))
+    for name, allowed, given in checks:
         for key in given:
             if key not in allowed:
                 what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"

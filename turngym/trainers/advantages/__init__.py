@@ -1,23 +1,18 @@
-"""Advantage estimators: each a pure function of a batch of Trajectories (math in its docstring).
+"""Advantage estimators: each a pure function of a batch of Trajectories (math in its docstring),
+declared to the trainer as an ``Estimator`` (see ``estimator.py``).
 
-``ESTIMATORS`` maps a config name to the function. Estimators in ``CRITIC_ESTIMATORS`` also take
-the value head's predictions; ``empg.modulate`` composes with any of them.
+``ESTIMATORS`` maps a config name (``rl.estimator``) to its declaration, in the order the config
+lists them; ``empg.modulate`` composes with any of them (``rl.empg``).
 """
 
 from __future__ import annotations
 
 from turngym.trainers.advantages import empg, gigpo, graph, grpo, hgpo, hiper, rloo, turn_gae
+from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
 
-ESTIMATORS = {
-    "grpo": grpo.advantages,
-    "rloo": rloo.advantages,
-    "gigpo": gigpo.advantages,
-    "hgpo": hgpo.advantages,
-    "graph": graph.advantages,
-    "turn_gae": turn_gae.advantages,
-    "hiper": hiper.advantages,
-}
-CRITIC_ESTIMATORS = ("turn_gae", "hiper")
+ESTIMATORS: dict[str, Estimator] = {e.name: e for e in (grpo.ESTIMATOR, rloo.ESTIMATOR, gigpo.ESTIMATOR,
+                                                        hgpo.ESTIMATOR, graph.ESTIMATOR, turn_gae.ESTIMATOR,
+                                                        hiper.ESTIMATOR)}
 
-__all__ = ["ESTIMATORS", "CRITIC_ESTIMATORS", "empg", "gigpo", "graph", "grpo", "hgpo", "hiper", "rloo",
-           "turn_gae"]
+__all__ = ["ESTIMATORS", "Advantages", "Batch", "Estimator", "empg", "gigpo", "graph", "grpo", "hgpo", "hiper",
+           "rloo", "turn_gae"]

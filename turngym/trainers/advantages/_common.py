@@ -3,7 +3,8 @@
 Every estimator works on the *flat* view of a batch (one row per step, in trajectory order) so
 that 100k steps cost a handful of numpy passes rather than Python loops over groups.
 Trajectories with ``scorable=False`` (the env or its infrastructure failed) are left out of every
-group and get advantage 0: a crash must never look like a low return.
+group (``Flat.valid``) and get advantage 0 (``where_scorable``): a crash must never look like a
+low return.
 """
 
 from __future__ import annotations
@@ -56,9 +57,14 @@ def flatten(trajectories: list[Trajectory]) -> Flat:
     )
 
 
+def where_scorable(values: np.ndarray, flat: Flat) -> np.ndarray:
+    """``values`` on the rows of scorable trajectories, 0 on the others."""
+    return np.where(flat.valid, values, 0.0)
+
+
 def unflatten(values: np.ndarray, flat: Flat) -> list[np.ndarray]:
-    """Split a per-row array back into one array per trajectory; invalid rows become 0."""
-    values = np.where(flat.valid, values, 0.0).astype(np.float32)
+    """Split a per-row array back into one float32 array per trajectory."""
+    values = np.asarray(values).astype(np.float32)
     return [values[flat.starts[i]:flat.starts[i + 1]] for i in range(len(flat.starts) - 1)]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import flatten, last_rows, unflatten
+from turngym.trainers.advantages._common import flatten, last_rows, unflatten, where_scorable
 from turngym.trainers.advantages.turn_gae import next_values
 
 
@@ -35,11 +35,15 @@ def modulate(trajectories: list[Trajectory], advantages: list[np.ndarray], k: fl
     h = np.array([step_entropy(s) for t in trajectories for s in t.steps], dtype=np.float64)
     valid = flat.valid
     if not valid.any():
-        return unflatten(adv, flat)
+        return unflatten(where_scorable(adv, flat), flat)
     lo, hi = h[valid].min(), h[valid].max()
     h_norm = (h - lo) / (hi - lo) if hi > lo else np.zeros_like(h)
     g = np.exp(-k * h_norm)
     g = g / g[valid].mean()
     has_next = ~last_rows(flat.starts, len(h))
     bonus = np.where(has_next, zeta * np.exp(-k_next * next_values(h_norm, flat)), 0.0)
-    return unflatten(g * adv + bonus, flat)
+    return unflatten(where_scorable(g * adv + bonus, flat), flat)
+
+
+#: the keyword options of ``modulate`` (``rl.empg_args``)
+OPTIONS = ("k", "k_next", "zeta")

@@ -29,7 +29,9 @@ from turngym.trainers.advantages._common import (
     normalize_in_groups,
     step_returns,
     unflatten,
+    where_scorable,
 )
+from turngym.trainers.advantages.estimator import Estimator, step_only
 from turngym.trainers.advantages.grpo import episode_advantage
 
 
@@ -40,4 +42,7 @@ def advantages(trajectories: list[Trajectory], gamma: float = 0.95, step_weight:
     returns = step_returns(flat, gamma)
     anchors = index_of(zip(flat.group.tolist(), flat.state))
     step = normalize_in_groups(returns, anchors, flat.valid, scale=scale, eps=eps)
-    return unflatten(episode + step_weight * step, flat)
+    return unflatten(where_scorable(episode + step_weight * step, flat), flat)
+
+
+ESTIMATOR = Estimator("gigpo", step_only(advantages), options=("gamma", "step_weight", "scale", "eps"))

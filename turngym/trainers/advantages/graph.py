@@ -33,7 +33,9 @@ from turngym.trainers.advantages._common import (
     flatten,
     group_stats,
     unflatten,
+    where_scorable,
 )
+from turngym.trainers.advantages.estimator import Estimator, step_only
 from turngym.trainers.advantages.grpo import episode_advantage
 
 BACKUPS = ("mean", "max")
@@ -83,4 +85,7 @@ def advantages(trajectories: list[Trajectory], gamma: float = 0.95, lam: float =
     # std around the group mean measures spread; we only rescale, see the docstring
     scaled = np.where(std > eps, graph_adv / np.maximum(std, eps), graph_adv)
     episode = episode_advantage(trajectories, eps=eps)[flat.traj]
-    return unflatten(episode + step_weight * scaled, flat)
+    return unflatten(where_scorable(episode + step_weight * scaled, flat), flat)
+
+
+ESTIMATOR = Estimator("graph", step_only(advantages), options=("gamma", "lam", "backup", "step_weight", "eps"))

@@ -4,7 +4,8 @@ For a group of N rollouts of the same task and seed with returns R_1..R_N:
 
     A_i = (R_i - mean_j R_j) / (std_j R_j + eps)        (std with ddof=1)
 
-and every step (every agent token) of trajectory i gets A_i. A group of one gets 0. With
+and every step (every agent token) of trajectory i gets A_i. A group of one, and an unscorable
+trajectory, gets 0. With
 ``scale=False`` the division is skipped (Dr. GRPO's variant, unbiased by the group's spread).
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from turngym.core.records import Trajectory
 from turngym.trainers.advantages._common import EPS, index_of, normalize_in_groups
+from turngym.trainers.advantages.estimator import Estimator, step_only
 
 
 def trajectory_returns(trajectories: list[Trajectory]) -> np.ndarray:
@@ -31,3 +33,6 @@ def episode_advantage(trajectories: list[Trajectory], scale: bool = True, eps: f
 def advantages(trajectories: list[Trajectory], scale: bool = True, eps: float = EPS) -> list[np.ndarray]:
     per_traj = episode_advantage(trajectories, scale=scale, eps=eps)
     return [np.full(len(t.steps), a, dtype=np.float32) for t, a in zip(trajectories, per_traj)]
+
+
+ESTIMATOR = Estimator("grpo", step_only(advantages), options=("scale", "eps"))

@@ -24,7 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import EPS, flatten, group_stats, index_of, step_returns, unflatten
+from turngym.trainers.advantages._common import (
+    EPS,
+    flatten,
+    group_stats,
+    index_of,
+    step_returns,
+    unflatten,
+    where_scorable,
+)
+from turngym.trainers.advantages.estimator import Estimator, step_only
 from turngym.trainers.advantages.grpo import episode_advantage
 
 
@@ -53,4 +62,8 @@ def advantages(trajectories: list[Trajectory], max_depth: int = 4, alpha: float 
         weighted += np.where(use, w * level, 0.0)
         weights += np.where(use, w, 0.0)
     step = np.divide(weighted, weights, out=np.zeros(n), where=weights > 0)
-    return unflatten(episode + step_weight * step, flat)
+    return unflatten(where_scorable(episode + step_weight * step, flat), flat)
+
+
+ESTIMATOR = Estimator("hgpo", step_only(advantages),
+                      options=("max_depth", "alpha", "gamma", "step_weight", "scale", "eps"))

@@ -22,8 +22,9 @@ Values past a terminal step are 0. On turns that KEEP the subgoal, the switch an
 subgoal tokens are part of executing it and get A_lo(t). Value targets: A_lo + V_lo per turn,
 A_hi + V_hi on segment starts (the trainer fits V_hi only there).
 
-Returns per trajectory arrays ``action``, ``subgoal``, ``switch`` (advantages for the tokens in
-those spans), ``target_lo``, ``target_hi`` and ``segment_start`` (bool).
+Returns ``Advantages``: A_lo per step (the action tokens), A_hi-or-A_lo for the tokens of the
+``subgoal`` and ``switch`` spans, and value targets ``[A_lo + V_lo, A_hi + V_hi]`` per step with
+weights ``[1, segment start]`` (0 on unscorable trajectories).
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import flatten, unflatten
+from turngym.trainers.advantages._common import flatten, unflatten, where_scorable
+from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
+
+FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start a new subgoal or "
+          "<switch>KEEP</switch> to continue the current one, then <subgoal>the subgoal</subgoal>, then the "
+          "action.")
 
 
 def is_switch(step) -> bool:
@@ -42,8 +48,15 @@ def is_switch(step) -> bool:
     return bool(span) and step.action[span[0]:span[1]].strip().upper() == "SWITCH"
 
 
+def says_switch(step, reply) -> bool:
+    """True when the step has a <switch> span and its text in ``reply(step)`` (the text the spans
+    index) says SWITCH."""
+    span = step.spans.get("switch")
+    return span is not None and reply(step)[span[0]:span[1]].strip().upper() == "SWITCH"
+
+
 def advantages(trajectories: list[Trajectory], values_lo: list[np.ndarray], values_hi: list[np.ndarray],
-               gamma: float = 0.99, lam: float = 0.95, switches: list | None = None) -> dict[str, list[np.ndarray]]:
+               gamma: float = 0.99, lam: float = 0.95, switches: list | None = None) -> Advantages:
     """``switches[i][t]``: whether turn t of trajectory i said SWITCH (default: read from the
     step's ``switch`` span of its action text, see ``is_switch``; turn 0 always starts a segment)."""
     flat = flatten(trajectories)
@@ -83,12 +96,22 @@ def advantages(trajectories: list[Trajectory], values_lo: list[np.ndarray], valu
             delta_k = seg_return + gamma ** d * v_after - v_hi[lo + t0]
             carry = delta_k + gamma ** d * lam * carry
             a_hi[lo + t0] = carry
-    high = np.where(start, a_hi, a_lo)
-    return {
-        "action": unflatten(a_lo, flat),
-        "subgoal": unflatten(high, flat),
-        "switch": unflatten(high, flat),
-        "target_lo": unflatten(a_lo + v_lo, flat),
-        "target_hi": unflatten(a_hi + v_hi, flat),
-        "segment_start": [start[flat.starts[i]:flat.starts[i + 1]] for i in range(len(trajectories))],
-    }
+    high = unflatten(where_scorable(np.where(start, a_hi, a_lo), flat), flat)
+    target_lo = unflatten(where_scorable(a_lo + v_lo, flat), flat)
+    target_hi = unflatten(where_scorable(a_hi + v_hi, flat), flat)
+    weight = np.stack([flat.valid, flat.valid & start], 1).astype(np.float64)
+    return Advantages(step=unflatten(where_scorable(a_lo, flat), flat),
+                      spans={"subgoal": high, "switch": high},
+                      value_targets=[np.stack([lo, hi], 1) for lo, hi in zip(target_lo, target_hi)],
+                      value_weights=[weight[flat.starts[i]:flat.starts[i + 1]] for i in range(len(trajectories))])
+
+
+def from_batch(batch: Batch, **options) -> Advantages:
+    """Segments start where the reply's <switch> span says SWITCH (and at turn 0)."""
+    switches = [[says_switch(s, batch.reply) for s in t.steps] for t in batch.trajectories]
+    return advantages(batch.trajectories, [v[:, 0] for v in batch.values], [v[:, 1] for v in batch.values],
+                      switches=switches, **options)
+
+
+ESTIMATOR = Estimator("hiper", from_batch, options=("gamma", "lam"), value_heads=2, action_format="tags",
+                      prompt_suffix=FORMAT)

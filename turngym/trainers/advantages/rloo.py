@@ -15,6 +15,7 @@ import numpy as np
 
 from turngym.core.records import Trajectory
 from turngym.trainers.advantages._common import group_stats, index_of
+from turngym.trainers.advantages.estimator import Estimator, step_only
 from turngym.trainers.advantages.grpo import trajectory_returns
 
 
@@ -25,3 +26,6 @@ def advantages(trajectories: list[Trajectory]) -> list[np.ndarray]:
     count, mean, _ = group_stats(returns, groups, mask)
     per_traj = np.where((count > 1) & mask, count / np.maximum(count - 1, 1) * (returns - mean), 0.0)
     return [np.full(len(t.steps), a, dtype=np.float32) for t, a in zip(trajectories, per_traj)]
+
+
+ESTIMATOR = Estimator("rloo", step_only(advantages), options=())

@@ -19,7 +19,16 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import EPS, Flat, discounted_cumsum, flatten, last_rows, unflatten
+from turngym.trainers.advantages._common import (
+    EPS,
+    Flat,
+    discounted_cumsum,
+    flatten,
+    last_rows,
+    unflatten,
+    where_scorable,
+)
+from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
 
 
 def next_values(values: np.ndarray, flat: Flat) -> np.ndarray:
@@ -38,8 +47,8 @@ def gae(flat: Flat, values: np.ndarray, gamma: float, lam: float):
 
 
 def advantages(trajectories: list[Trajectory], values: list[np.ndarray], gamma: float = 0.99,
-               lam: float = 0.95, whiten: bool = True, eps: float = EPS):
-    """Returns (advantages, value_targets), each one array per trajectory.
+               lam: float = 0.95, whiten: bool = True, eps: float = EPS) -> Advantages:
+    """Step advantages A_t and one value target per step (``value_targets[i][t, 0]``).
 
     ``values[i][t]`` is the critic's V(s_t) for step t of trajectory i.
     """
@@ -51,4 +60,14 @@ def advantages(trajectories: list[Trajectory], values: list[np.ndarray], gamma: 
     if whiten and flat.valid.sum() > 1:
         a = adv[flat.valid]
         adv = (adv - a.mean()) / (a.std() + eps)
-    return unflatten(adv, flat), unflatten(targets, flat)
+    scorable = flat.valid.astype(np.float64)
+    return Advantages(step=unflatten(where_scorable(adv, flat), flat),
+                      value_targets=[x[:, None] for x in unflatten(where_scorable(targets, flat), flat)],
+                      value_weights=[x[:, None] for x in unflatten(scorable, flat)])
+
+
+def from_batch(batch: Batch, **options) -> Advantages:
+    return advantages(batch.trajectories, [v[:, 0] for v in batch.values], **options)
+
+
+ESTIMATOR = Estimator("turn_gae", from_batch, options=("gamma", "lam", "whiten", "eps"), value_heads=1)
