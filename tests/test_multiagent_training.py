@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from turngym.agents import RandomPolicy  # noqa: E402
 from turngym.core.records import read_jsonl  # noqa: E402
 from turngym.envs.multiagent import multiagent_rollout  # noqa: E402
-from turngym.trainers.advantages import ESTIMATORS  # noqa: E402
+from turngym.trainers.advantages import ESTIMATORS, Batch  # noqa: E402
 from turngym.trainers.config import load_config  # noqa: E402
 from turngym.trainers.metrics import read_metrics  # noqa: E402
 
@@ -50,7 +50,7 @@ def test_one_seat_trains_through_single_agent_view(tmp_path, one_thread):
 def test_several_learning_agents_get_their_own_credit(estimator):
     result = multiagent_rollout("auction", {"player_0": RandomPolicy(seed=1), "player_1": RandomPolicy(seed=2)},
                                 ["auction-train-0", "auction-train-1"], group_size=4, seed=0)
-    per_agent = {agent: ESTIMATORS[estimator](trajs) for agent, trajs in result.items()}
+    per_agent = {agent: ESTIMATORS[estimator].advantages(Batch(trajs)).step for agent, trajs in result.items()}
     for agent, trajs in result.items():
         advantages = per_agent[agent]
         assert len(advantages) == len(trajs)

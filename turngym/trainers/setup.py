@@ -1,0 +1,131 @@
+"""Building a run: the model (LoRA or full), the value head the estimator asks for, the
+policies that sample with it, the frozen reference for the KL, the optimizer, the task stream.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from turngym.trainers.advantages import ESTIMATORS, Estimator
+from turngym.trainers.config import TrainConfig
+from turngym.trainers.distributed import world
+
+#: outputs of the value head, (low / turn, high): a one-head estimator uses the first
+VALUE_OUTPUTS = 2
+
+
+@dataclass
+class Trainer:
+    """Everything a run holds; ``build_trainer`` makes it and ``loop.train`` drives it."""
+
+    cfg: TrainConfig
+    model: Any
+    tokenizer: Any
+    policy: Any                  # HFPolicy sampling at the training temperature
+    rollout_policy: Any          # what generates training rollouts: ``policy`` or a remote server
+    eval_policy: Any             # HFPolicy on the same model, greedy by default
+    value_head: torch.nn.Module | None
+    modules: torch.nn.ModuleDict  # what a checkpoint stores (trainable parameters only)
+    estimator: Estimator         # rl.estimator's declaration
+    np_rng: np.random.Generator
+    reference: Any = None        # frozen copy of the initial model for the KL (full fine-tuning only)
+    state: dict[str, Any] = field(default_factory=dict)  # what a checkpoint stores of the loop
+    log: Callable[[str], None] = print
+
+
+def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Trainer:
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+    from turngym.agents.prompts import PromptConfig
+
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    estimator = ESTIMATORS[cfg.rl.estimator]
+    model, tokenizer = load_model(cfg.model.name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.seed)
+    if cfg.model.lora:
+        from peft import LoraConfig, get_peft_model
+
+        depth = model.config.num_hidden_layers
+        top = list(range(depth - cfg.model.lora_layers, depth)) if 0 < cfg.model.lora_layers < depth else None
+        lora = LoraConfig(r=cfg.model.lora_rank, lora_alpha=cfg.model.lora_alpha,
+                          lora_dropout=cfg.model.lora_dropout, target_modules=list(cfg.model.lora_target_modules),
+                          layers_to_transform=top, task_type="CAUSAL_LM")
+        model = get_peft_model(model, lora)
+    else:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    value_head = None
+    modules = torch.nn.ModuleDict({"policy": model})
+    if estimator.value_heads:
+        value_head = torch.nn.Linear(model.config.hidden_size, VALUE_OUTPUTS).to(next(model.parameters()).device)
+        torch.nn.init.zeros_(value_head.weight)
+        torch.nn.init.zeros_(value_head.bias)
+        modules["value_head"] = value_head
+    extra = {"": estimator.prompt_suffix} if estimator.prompt_suffix else {}  # "": every env
+    prompt = PromptConfig(action_format=estimator.action_format, env_prompts=extra, **dataclasses.asdict(cfg.prompt))
+    gen = cfg.generation
+    policy = HFPolicy(model, tokenizer, temperature=gen.temperature, top_p=gen.top_p,
+                      max_new_tokens=gen.max_new_tokens, prompt=prompt, batch_size=cfg.env.num_envs)
+    eval_policy = HFPolicy(model, tokenizer, temperature=gen.eval_temperature, max_new_tokens=gen.max_new_tokens,
+                           prompt=prompt, batch_size=cfg.env.num_envs)
+    rollout_policy = policy
+    if gen.server_url:
+        from turngym.agents.openai_policy import OpenAIPolicy
+
+        rollout_policy = OpenAIPolicy(gen.server_url, gen.server_model, temperature=gen.temperature,
+                                      top_p=gen.top_p, max_tokens=gen.max_new_tokens, prompt=prompt,
+                                      seed=cfg.seed, token_ids=False)
+    reference = None
+    if not cfg.model.lora and cfg.rl.kl_coef > 0:  # with LoRA the reference is the base, adapters off
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+    return Trainer(cfg=cfg, model=model, tokenizer=tokenizer, policy=policy, rollout_policy=rollout_policy,
+                   eval_policy=eval_policy, value_head=value_head, modules=modules, estimator=estimator,
+                   np_rng=np.random.default_rng(cfg.seed), reference=reference, log=log)
+
+
+def make_optimizer(tr: Trainer, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    params = [p for p in tr.modules.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def split_task_ids(env_id: str, split: str, env_kwargs: dict) -> list[str]:
+    import turngym
+
+    env = turngym.make(env_id, **env_kwargs)
+    try:
+        ids = list(env.unwrapped.task_ids(split))
+    finally:
+        env.close()
+    if not ids:
+        raise ValueError(f"env.train_split/eval_split: {env_id} has no tasks in split {split!r}")
+    return ids
+
+
+def next_tasks(tr: Trainer, all_ids: list[str], n: int) -> list[str]:
+    """The next ``n`` tasks of a shuffled pass over the split (reshuffled each pass)."""
+    out = []
+    while len(out) < n:
+        order = tr.state.get("task_order")
+        if not order or tr.state["task_cursor"] >= len(order):
+            tr.state["task_order"] = [all_ids[i] for i in tr.np_rng.permutation(len(all_ids))]
+            tr.state["task_cursor"] = 0
+        out.append(tr.state["task_order"][tr.state["task_cursor"]])
+        tr.state["task_cursor"] += 1
+    return out
+
+
+def progress(tr: Trainer, total: int, desc: str, initial: int = 0):
+    """A tqdm bar (shown on rank 0 when ``progress`` is on)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, disable=not tr.cfg.progress or world()[0] != 0,
+                dynamic_ncols=True, leave=False)

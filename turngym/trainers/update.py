@@ -1,0 +1,192 @@
+"""The optimisation steps: the RL update (clipped policy gradient, KL, value loss) and SFT.
+
+``rl_update`` reads top to bottom:
+
+1. drop turns whose tokens all have advantage 0 when no KL or value term needs them;
+2. score the old log-probs of turns that came without them (remote generation);
+3. for each epoch and minibatch (the same number in every process): score the minibatch's
+   completions in micro-batches, add the clipped PG loss, the KL to the reference and the
+   value-head loss, backpropagate; average gradients across processes, clip, step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from turngym.trainers.distributed import agree_max, sync_gradients, world
+from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss
+from turngym.trainers.rollout import sft_examples
+from turngym.trainers.samples import Sample, batched, prompt_values
+from turngym.trainers.setup import Trainer, make_optimizer, progress
+
+
+def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *, with_grad: bool,
+          reference: bool = False):
+    """Per-token log-probs of the completions under the policy (or the frozen reference)."""
+    from turngym.agents.scoring import score_completions
+
+    kwargs = dict(temperature=tr.policy.temperature, with_grad=with_grad, pad_id=tr.tokenizer.pad_token_id or 0,
+                  compute_entropy=False)
+    if reference:
+        if tr.cfg.model.lora:
+            with tr.model.disable_adapter(), torch.no_grad():  # the base model is the reference
+                return score_completions(tr.model, samples_prompt, samples_completion,
+                                         **{**kwargs, "with_grad": False})
+        return score_completions(tr.reference, samples_prompt, samples_completion,
+                                 **{**kwargs, "with_grad": False})
+    return score_completions(tr.model, samples_prompt, samples_completion, **kwargs)
+
+
+def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]:
+    cfg = tr.cfg.rl
+    dropped = 0
+    if cfg.kl_coef == 0 and tr.value_head is None:
+        # a turn whose tokens all have advantage 0 adds nothing to the clipped PG loss (no KL or
+        # value term to fit): skip its forward/backward, often most of a sparse-reward batch
+        kept = [s for s in samples if any(a != 0.0 for a in s.advantages)]
+        dropped, samples = len(samples) - len(kept), kept
+    if not samples and world()[1] == 1:
+        return {"policy/zero_advantage_turns": dropped}
+    missing = [s for s in samples if not s.old_logprobs]
+    for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
+        scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
+        for s, lp in zip(chunk, scores.to_lists()[0]):
+            s.old_logprobs = lp
+    sums = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/value": 0.0, "policy/clip_frac": 0.0,
+            "policy/grad_norm": 0.0}
+    n_steps = 0
+    device = next(tr.model.parameters()).device
+    tr.model.train()
+    rank, _ = world()
+    params = [p for p in tr.modules.parameters() if p.requires_grad]
+    # all processes take the same number of optimizer steps (one with no samples adds zeros)
+    n_minibatches = agree_max(math.ceil(len(samples) / cfg.minibatch_size))
+    for epoch in range(cfg.epochs):
+        # a stream of its own, derived from the update: the task-order stream stays in step
+        # across processes whatever their sample counts
+        order = np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch, rank]).permutation(len(samples))
+        for i in range(n_minibatches):
+            mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
+            # prompts in token order: a micro-batch holds turns of one task, whose common head
+            # (system prompt, task statement) is encoded once; the minibatch gradient is the same
+            minibatch = sorted((samples[k] for k in mb_idx), key=lambda s: s.prompt_ids)
+            num_tokens = float(max(sum(sum(s.loss_mask) for s in minibatch), 1))
+            optimizer.zero_grad(set_to_none=True)
+            for micro in batched(minibatch, cfg.micro_batch_size):
+                prompts = [s.prompt_ids for s in micro]
+                comps = [s.completion_ids for s in micro]
+                scores = score(tr, prompts, comps, with_grad=True)
+                width = scores.logprobs.shape[1]
+                old = _pad([s.old_logprobs for s in micro], width, device)
+                adv = _pad([s.advantages for s in micro], width, device)
+                # padding and any token the record masks out (e.g. a forced prefix) carry no loss
+                mask = scores.mask * _pad([s.loss_mask for s in micro], width, device)
+                pg, clip_frac = clipped_policy_loss(scores.logprobs, old, adv, mask, num_tokens,
+                                                    cfg.clip_low, cfg.clip_high)
+                loss = pg
+                sums["loss/policy"] += pg.item()
+                sums["policy/clip_frac"] += clip_frac.item()
+                if cfg.kl_coef > 0:
+                    ref = score(tr, prompts, comps, with_grad=False, reference=True)
+                    kl = kl_to_reference(scores.logprobs, ref.logprobs, mask, num_tokens)
+                    loss = loss + cfg.kl_coef * kl
+                    sums["loss/kl"] += kl.item()
+                if tr.value_head is not None:
+                    pred = prompt_values(tr, prompts, with_grad=True)
+                    target = torch.tensor([s.value_targets for s in micro], dtype=torch.float32, device=device)
+                    weight = torch.tensor([s.value_weights for s in micro], dtype=torch.float32, device=device)
+                    # this micro-batch's share of the minibatch's value loss
+                    vl = value_loss(pred, target, weight) * (len(micro) / len(minibatch))
+                    loss = loss + cfg.value_coef * vl
+                    sums["loss/value"] += vl.item()
+                loss.backward()
+            sync_gradients(params)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            sums["policy/grad_norm"] += float(grad_norm)
+            n_steps += 1
+    tr.model.eval()
+    out = {k: v / max(n_steps, 1) for k, v in sums.items()}
+    if cfg.kl_coef == 0:
+        out.pop("loss/kl")
+    if tr.value_head is None:
+        out.pop("loss/value")
+    out["policy/zero_advantage_turns"] = dropped
+    return out
+
+
+def _pad(rows: list[list[float]], width: int, device) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = torch.tensor(r[:width], dtype=torch.float32)
+    return out.to(device)
+
+
+def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, Any]:
+    """Imitate expert episodes: token-mean NLL of the expert's replies given the same prompts RL uses."""
+    from turngym.agents.basic import ExpertPolicy
+
+    cfg = tr.cfg.sft
+    tasks = [train_ids[i % len(train_ids)] for i in tr.np_rng.permutation(max(cfg.episodes, len(train_ids)))]
+    tasks = tasks[:cfg.episodes]
+    # the expert runs to the env's own turn limit (not RL's max_turns); only its successes are imitated
+    expert = pool.rollout(ExpertPolicy(), tasks, group_size=1, seed=tr.cfg.seed + 7919)
+    episodes = [sft_examples(tr.policy, [t]) for t in expert if t.success]
+    rows = [row for episode in episodes for row in episode]
+    optimizer = make_optimizer(tr, cfg.lr)
+    losses = []
+    tr.model.train()
+    bar = progress(tr, total=cfg.epochs * ((len(rows) + cfg.batch_size - 1) // cfg.batch_size), desc="sft")
+    for _ in range(cfg.epochs):
+        # whole episodes in random order: a batch holds a few episodes, and the turns of one
+        # episode share their prompt head (system prompt, task), which scoring encodes once
+        order = [row for k in tr.np_rng.permutation(len(episodes)) for row in episodes[k]]
+        for mb in batched(order, cfg.batch_size):
+            mb = sorted(mb, key=lambda row: row[0])
+            optimizer.zero_grad(set_to_none=True)
+            num_tokens = float(sum(len(c) for _, c in mb))
+            total = 0.0
+            for micro in batched(mb, cfg.micro_batch_size):
+                scores = score(tr, [p for p, _ in micro], [c for _, c in micro], with_grad=True)
+                loss = sft_loss(scores.logprobs, scores.mask, num_tokens)
+                loss.backward()
+                total += loss.item()
+            params = [p for p in tr.modules.parameters() if p.requires_grad]
+            sync_gradients(params)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            losses.append(total)
+            bar.update(1)
+            bar.set_postfix(loss=f"{total:.3f}")
+    bar.close()
+    tr.model.eval()
+    return {"sft/loss_first": losses[0] if losses else None, "sft/loss_last": losses[-1] if losses else None,
+            "sft/episodes": len(expert), "sft/turns": len(rows),
+            "sft/expert_success_rate": float(np.mean([t.success for t in expert])) if expert else None}
+
+
+def sync_server(tr: Trainer) -> None:
+    """Hand the new LoRA adapter to a vLLM server (runtime LoRA loading) under a fresh name, and
+    point the rollout policy at it. vLLM must run with ``--enable-lora`` and
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, and see ``run_dir`` at the same path."""
+    import json
+    import urllib.request
+    from pathlib import Path
+
+    if not tr.cfg.model.lora:
+        raise ValueError("generation.server_sync: 'vllm_lora' needs model.lora: true")
+    name = f"turngym-update-{tr.state['update'] + 1:04d}"
+    path = (Path(tr.cfg.run_dir) / "adapter" / name).resolve()
+    tr.model.save_pretrained(str(path))
+    root = tr.cfg.generation.server_url.rstrip("/")
+    root = root if root.endswith("/v1") else root + "/v1"
+    request = urllib.request.Request(f"{root}/load_lora_adapter", method="POST",
+                                     data=json.dumps({"lora_name": name, "lora_path": str(path)}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        response.read()
+    tr.rollout_policy.model = name
