@@ -26,6 +26,7 @@ from turngym.core.records import read_jsonl  # noqa: E402
 from turngym.trainers.config import TrainConfig, describe, load_config  # noqa: E402
 from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss  # noqa: E402
 from turngym.trainers.metrics import read_metrics  # noqa: E402
+from turngym.trainers.rollout import token_offsets  # noqa: E402
 from turngym.trainers.spans import parse_spans, token_span_mask  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,6 +212,48 @@ def test_every_estimator_trains(tmp_path, estimator):
         assert "loss/value" in rows[-1]
     trajs = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")
     assert all(s.advantage is not None for t in trajs for s in t.steps)
+
+
+def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path):
+    """samples.compute_advantages on hand-made HiPER turns: span tokens get the span's advantage,
+    value targets fill both outputs (V_hi weighted on segment starts), unscorable rollouts no rows."""
+    from turngym.core.records import Step, Trajectory
+    from turngym.trainers.samples import compute_advantages
+    from turngym.trainers.setup import build_trainer
+    from turngym.trainers.spans import parse_spans
+
+    tr = build_trainer(cfg_for(tmp_path, "rl.estimator=hiper", "rl.estimator_args={gamma: 0.5, lam: 1.0}"),
+                       log=lambda _: None)
+    assert tr.estimator.name == "hiper" and tr.value_head is not None
+    assert tr.policy.prompt.action_format == "tags" and "<switch>" in tr.policy.prompt.env_prompts[""]
+
+    def rollout(switches, rewards, scorable=True):
+        steps = []
+        for t, (sw, r) in enumerate(zip(switches, rewards)):
+            ids = tr.policy.encode_text(f"<switch>{sw}</switch><subgoal>go</subgoal><action>inc</action>")
+            text = tr.tokenizer.decode(ids, skip_special_tokens=True)
+            steps.append(Step(turn=t, observation="", action="inc", reward=r, terminated=t == len(rewards) - 1,
+                              state_key=str(t), info={"state_key": str(t + 1)}, prompt_ids=[1, 2, 3 + t],
+                              completion_ids=ids, spans=parse_spans(text)))
+        return Trajectory(env_id="x", task_id="t", seed=0, group_id="g", steps=steps, scorable=scorable)
+
+    trajs = [rollout(["SWITCH", "KEEP", "SWITCH"], [0, 0, 1]), rollout(["KEEP", "SWITCH"], [0, 1], scorable=False)]
+    samples = compute_advantages(tr, trajs)
+    assert len(samples) == 3 and all(s.advantage == 0 for s in trajs[1].steps)  # no rows, no credit
+    # zero-init value head (V = 0), gamma 0.5, lam 1, segments [0, 1] and [2]: A_lo(t) = r_t, and
+    # A_hi(segment 1) = delta_1 + gamma^2 * lam * A_hi(segment 2) = 0 + 0.25 * 1 on its first turn
+    a_lo, a_hi = [0.0, 0.0, 1.0], [0.25, None, 1.0]  # None: a KEEP turn, its span tokens get A_lo
+    assert [s.advantage for s in trajs[0].steps] == pytest.approx(a_lo)
+    for t, (sample, step) in enumerate(zip(samples, trajs[0].steps)):
+        text = tr.tokenizer.decode(step.completion_ids, skip_special_tokens=True)
+        offsets = token_offsets(tr.tokenizer, step.completion_ids)
+        inside = [any(token_span_mask(offsets, step.spans[n])[k] for n in ("switch", "subgoal"))
+                  for k in range(len(offsets))]
+        high = a_hi[t] if a_hi[t] is not None else a_lo[t]
+        assert any(inside) and "<action>inc</action>" in text
+        assert sample.advantages == pytest.approx([high if x else a_lo[t] for x in inside])
+        assert sample.value_weights == (1.0, 1.0 if t != 1 else 0.0)
+        assert sample.value_targets[0] == pytest.approx(a_lo[t])
 
 
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
