@@ -351,6 +351,22 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     assert (tmp_path / "demo" / "curves.png").exists()
 
 
+def test_demo_without_rl_updates_says_so(tmp_path, capsys):
+    """--updates 0: the table has no RL row and the demo does not compare SFT with zero-shot as if it were RL."""
+    import argparse
+
+    from turngym import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "0",
+                              "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2", "--no-progress"])
+    assert demo.run(args) == 0
+    out = capsys.readouterr().out
+    assert "after SFT" in out and "+ 0 GiGPO updates" not in out
+    assert "No RL updates were run" in out and "RL did not improve" not in out
+
+
 def test_two_processes_average_gradients(tmp_path):
     """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
     cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",

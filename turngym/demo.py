@@ -124,8 +124,9 @@ def run(args) -> int:
     first, last = rows[0], rows[-1]
     n = args.eval_episodes
     table = [stage_row("zero-shot", first, "eval/", n),
-             stage_row(f"after SFT ({first.get('sft/turns', 0)} expert turns)", first, "eval_after_sft/", n),
-             stage_row(f"after SFT + {last.get('update', 0)} GiGPO updates", last, "eval/", n)]
+             stage_row(f"after SFT ({first.get('sft/turns', 0)} expert turns)", first, "eval_after_sft/", n)]
+    if last.get("update"):  # with --updates 0 the last row is the first: there is no RL row
+        table.append(stage_row(f"after SFT + {last['update']} GiGPO updates", last, "eval/", n))
     print()
     print(f"Held-out tasks ({ENV_ID}, valid_unseen, {n} episodes, greedy; 95% Wilson intervals):")
     print(format_table(table, ["policy", "success_rate", "95% CI", "mean_return", "mean_steps"]))
@@ -134,7 +135,7 @@ def run(args) -> int:
     mixed = sum(1 for r in updates if r.get("train/mixed_groups"))
     print(f"\nupdates with mixed-outcome groups (a learning signal): {mixed} of {len(updates)}"
           + (f"; no learning signal in update(s) {', '.join(map(str, silent))}" if silent else ""))
-    print(verdict(table[1], table[2], n))
+    print(verdict(table[1], table[2], n) if len(table) > 2 else "No RL updates were run (--updates 0).")
     print()
     print(f"learning curves: {cfg.run_dir}/curves.png   metrics: {cfg.run_dir}/metrics.jsonl   "
           f"total {minutes:.1f} min")
