@@ -233,7 +233,7 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
         for t, (sw, r) in enumerate(zip(switches, rewards)):
             ids = tr.policy.encode_text(f"<switch>{sw}</switch><subgoal>go</subgoal><action>inc</action>")
             text = tr.tokenizer.decode(ids, skip_special_tokens=True)
-            steps.append(Step(turn=t, observation="", action="inc", reward=r, terminated=t == len(rewards) - 1,
+            steps.append(Step(turn=t, observation="", action="inc", reply=text, reward=r, terminated=t == len(rewards) - 1,
                               state_key=str(t), info={"state_key": str(t + 1)}, prompt_ids=[1, 2, 3 + t],
                               completion_ids=ids, spans=parse_spans(text)))
         return Trajectory(env_id="x", task_id="t", seed=0, group_id="g", steps=steps, scorable=scorable)
