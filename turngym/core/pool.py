@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import math
 import multiprocessing as mp
+import numbers
 import os
 import queue
 import signal
@@ -595,8 +596,9 @@ class EnvPool:
             raise RuntimeError("the pool is closed")
         if group_size < 1:
             raise ValueError(f"group_size: must be >= 1, got {group_size}")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
             raise ValueError(f"max_steps: must be an int >= 1, got {max_steps!r}")
+        max_steps = int(max_steps)
         for name, value in (("step_timeout_s", step_timeout_s), ("episode_timeout_s", episode_timeout_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name}: must be a number of seconds > 0 or None, got {value!r}")
