@@ -108,6 +108,7 @@ class TurnEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
     #: the split tasks are drawn from when reset() names none
     default_split: str = "train"
+    _spec = None  # behind the ``spec`` property
 
     def __init__(self, *, split: str | None = None, max_turns: int | None = None,
                  render_mode: str | None = None):
@@ -142,8 +143,6 @@ class TurnEnv(gym.Env[str, str]):
             if limit is not None:
                 value = dataclasses.replace(value, max_episode_steps=limit)
         self._spec = value
-
-    _spec = None
 
     def turn_limit(self) -> int | None:
         """The turn this episode is truncated at: the smaller of ``max_turns`` (else the spec's

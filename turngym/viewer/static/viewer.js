@@ -167,8 +167,8 @@ function renderTurn(s) {
     spanNames.length ? el("div", { class: "span-legend" },
       ...spanNames.map((n) => el("span", { class: `span span-${SPAN_ORDER.includes(n) ? n : "other"}` }, n))) : null,
     el("pre", { class: "action" }, ...renderSpans(s.reply, s.spans)),
-    s.reply !== s.action ? el("div", { class: "label" }, "action sent to the env") : null,
-    s.reply !== s.action ? el("pre", { class: "sent" }, s.action) : null,
+    ...(s.reply.trim() === s.action.trim() ? [] : [  // the reply held more than the action
+      el("div", { class: "label" }, "action sent to the env"), el("pre", { class: "sent" }, s.action)]),
     s.tool_messages.length ? el("div", { class: "label" }, "tool calls and results") : null,
     ...s.tool_messages.map((m) => el("div", { class: "tool" },
       el("div", { class: "name" }, m.role === "tool" ? `result${m.name ? " of " + m.name : ""}` : "tool calls"),
