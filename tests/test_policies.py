@@ -421,7 +421,7 @@ def test_basic_policies():
         "button": {"type": "string", "enum": ["inc", "dec"]}, "times": {"type": "integer"}}}}}]
     random_policy = RandomPolicy(seed=1)
     first = Conversation(messages=[{"role": "user", "content": "Start."}], info={"tools": tools, "episode_id": "e1"})
-    later = Conversation(messages=[{"role": "user", "content": "Start."}], info={"episode_id": "e1"})
+    later = Conversation(messages=[{"role": "user", "content": "Start."}], info={"episode_id": "e1"}, tools=tools)
     for text in random_policy.act([first, later]):
         call = json.loads(text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
         assert call["name"] == "press" and call["arguments"]["button"] in ("inc", "dec")

@@ -106,7 +106,8 @@ def test_round_trip_with_tools_over_http(server, real):
     assert out.finish_reason == "tool_calls"
     assert [c["function"]["name"] for c in out.tool_calls] == ["get_weather"]
     assert "Paris" in out.tool_calls[0]["function"]["arguments"]
-    assert out.text.startswith("<tool_call>") and '"city": "Paris"' in out.text  # what envs read
+    assert out.action.startswith("<tool_call>") and '"city": "Paris"' in out.action  # what envs read
+    assert out.reply == out.action  # a reply that is only a tool call is its own action
 
     # The server saw exactly what a local HFPolicy renders (tools and tool history included),
     # and its token data is what scoring the same ids locally gives.
@@ -124,7 +125,7 @@ def test_plain_chat_batches_and_sampling_options(server):
     policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=8, concurrency=2)
     convs = [Conversation(messages=[{"role": "user", "content": "What is the capital of France?"}])] * 2
     outs = policy.act(convs)  # two requests in flight: the server batches them
-    assert outs[0].text == outs[1].text and "Paris" in outs[0].text  # greedy: the same answer
+    assert outs[0].reply == outs[1].reply and "Paris" in outs[0].reply  # greedy: the same answer
     response = policy.chat([{"role": "user", "content": "What is the capital of France?"}], n=2,
                            temperature=1.0, seed=1, stop=["Paris"])
     assert len(response.choices) == 2 and response.usage.completion_tokens <= 16

@@ -63,7 +63,7 @@ def test_not_lock_step_short_episodes_free_their_slot():
 def test_completion_token_data_lands_in_steps():
     class TokenPolicy:
         def act(self, convs):
-            return [Completion(text="submit", prompt_ids=[1, 2, 3], completion_ids=[7, 8],
+            return [Completion(reply="submit", prompt_ids=[1, 2, 3], completion_ids=[7, 8],
                                logprobs=[-0.5, -0.25], entropies=[1.0, 0.5]) for _ in convs]
 
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="inline") as pool:

@@ -95,10 +95,10 @@ def test_completion_action_carries_server_parsed_calls():
     from turngym.core.policy import Completion, completion_action
 
     calls = [{"id": "c7", "type": "function", "function": {"name": "click", "arguments": '{"target": "next"}'}}]
-    action = completion_action(Completion(text="", tool_calls=calls))
+    action = completion_action(Completion(reply="", tool_calls=calls))
     r = parse_tool_calls(action)
     assert r.ok and (r.calls[0].id, r.calls[0].name, r.calls[0].arguments) == ("c7", "click", {"target": "next"})
-    assert completion_action(Completion(text="look")) == "look" and completion_action("look") == "look"
+    assert completion_action(Completion(reply="look")) == "look" and completion_action("look") == "look"
 
 
 # ----- ReAct --------------------------------------------------------------------------------------

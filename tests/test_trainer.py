@@ -22,6 +22,7 @@ pytest.importorskip("peft")
 import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
 from policy_models import one_torch_thread  # noqa: E402
 
+from turngym.core.policy import Completion  # noqa: E402
 from turngym.core.records import read_jsonl  # noqa: E402
 from turngym.trainers.config import TrainConfig, describe, load_config  # noqa: E402
 from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss  # noqa: E402
@@ -232,7 +233,7 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
         for t, (sw, r) in enumerate(zip(switches, rewards)):
             ids = tr.policy.encode_text(f"<switch>{sw}</switch><subgoal>go</subgoal><action>inc</action>")
             text = tr.tokenizer.decode(ids, skip_special_tokens=True)
-            steps.append(Step(turn=t, observation="", action="inc", reward=r, terminated=t == len(rewards) - 1,
+            steps.append(Step(turn=t, observation="", action="inc", reply=text, reward=r, terminated=t == len(rewards) - 1,
                               state_key=str(t), info={"state_key": str(t + 1)}, prompt_ids=[1, 2, 3 + t],
                               completion_ids=ids, spans=parse_spans(text)))
         return Trajectory(env_id="x", task_id="t", seed=0, group_id="g", steps=steps, scorable=scorable)
@@ -318,9 +319,9 @@ def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     model, tokenizer = load_model("tiny", seed=1)
     server = HFPolicy(model, tokenizer, max_new_tokens=4)
 
-    class TextOnly:
+    class TextOnly:  # reply and action, no token data (an OpenAI-compatible server without token ids)
         def act(self, conversations):
-            return [c.text for c in server.act(conversations)]
+            return [Completion(reply=c.reply, action=c.action) for c in server.act(conversations)]
 
     cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "checkpoint_every=0",
                   "tensorboard=false")

@@ -96,12 +96,12 @@ def dress(traj: Trajectory, screenshots: bool = False) -> None:
             step.info["messages"] = [result, *step.info.get("messages", [])]
         else:
             body = f"<action>{cmd}</action>"
-        step.action = think + body
-        # spans cover the content between the tags, as the agents' parsers record them
+        step.reply = think + body  # the env received only the command (step.action)
+        # spans cover the content between the tags of the reply, as the agents' parsers record them
         tag = "tool_call" if cmd == "submit" else "action"
         start = len(think) + len(f"<{tag}>")
         step.spans = {"think": [len("<think>"), len(think) - len("</think>\n")],
-                      tag: [start, len(step.action) - len(f"</{tag}>")]}
+                      tag: [start, len(step.reply) - len(f"</{tag}>")]}
         if screenshots:
             png = tiny_png(240, 48, value, target)
             step.info.setdefault("extra", {})["screenshot_png_b64"] = base64.b64encode(png).decode()

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from turngym.agents.prompts import ToolMemory
 from turngym.core.policy import Conversation
 
 _WORDS = ["look", "go", "take", "open", "click", "search", "help", "[", "]", "1", "to", "the"]
@@ -41,13 +40,12 @@ class RandomPolicy:
 
     def __init__(self, seed: int = 0):
         self.rng = np.random.default_rng(seed)
-        self._tools = ToolMemory()
 
     def act(self, conversations: list[Conversation]) -> list[str]:
         out = []
         for conv in conversations:
             actions = conv.info.get("admissible_actions")
-            tools = self._tools(conv)
+            tools = conv.tools
             if actions:
                 out.append(actions[int(self.rng.integers(len(actions)))])
             elif tools:
@@ -86,7 +84,6 @@ class HumanPolicy:
 
     def __init__(self, input_fn=input, print_fn=print):
         self.input_fn, self.print_fn = input_fn, print_fn
-        self._tools = ToolMemory()
 
     def act(self, conversations: list[Conversation]) -> list[str]:
         out = []
@@ -95,7 +92,7 @@ class HumanPolicy:
             actions = conv.info.get("admissible_actions")
             if actions:
                 self.print_fn("Admissible: " + ", ".join(actions))
-            tools = self._tools(conv)
+            tools = conv.tools
             if tools:
                 names = [t.get("function", t).get("name", "?") for t in tools]
                 self.print_fn("Tools: " + ", ".join(names) + ' (call as <tool_call>{"name": ..., "arguments": {...}}'

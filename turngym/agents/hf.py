@@ -35,7 +35,6 @@ from turngym.agents.decoding import PrefixCache
 from turngym.agents.prompts import (
     WHOLE_HISTORY,
     PromptConfig,
-    ToolMemory,
     build_messages,
     decorate_observation,
     extract_action,
@@ -119,7 +118,6 @@ class HFPolicy:
         self.name = name
         self.cache_size = int(cache_size)
         self._replies: OrderedDict[str, tuple[list[int], bool, list[dict]]] = OrderedDict()
-        self._tools = ToolMemory()
         self.native_tools = "tools" in (tokenizer.chat_template or "")
         eos = getattr(model.generation_config, "eos_token_id", None) if hasattr(model, "generation_config") else None
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -222,7 +220,7 @@ class HFPolicy:
     def act(self, conversations: list[Conversation]) -> list[Completion]:
         prompts, contexts, all_tools = [], [], []
         for conv in conversations:
-            tools = self._tools(conv)
+            tools = conv.tools
             ids, built, plain = self._prompt(conv, tools)
             prompts.append(ids)
             contexts.append(plain)
@@ -243,7 +241,8 @@ class HFPolicy:
             reply = {"role": "assistant", "content": action}
             self._remember([*conv.messages, reply], tools,
                            (plain_ids + gen.completion_ids, gen.ended_with_eos, [*plain, reply]))
-            out.append(Completion(text=action, prompt_ids=gen.prompt_ids, completion_ids=gen.completion_ids,
+            out.append(Completion(reply=gen.text, action=action, prompt_ids=gen.prompt_ids,
+                                  completion_ids=gen.completion_ids,
                                   logprobs=gen.logprobs, entropies=gen.entropies,
                                   finish_reason=gen.finish_reason))
             # no Completion.tool_calls: the env gets the generated text itself (its parser reads

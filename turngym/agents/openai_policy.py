@@ -24,7 +24,6 @@ from urllib.parse import urlparse
 
 from turngym.agents.prompts import (
     PromptConfig,
-    ToolMemory,
     build_messages,
     extract_action,
     tool_calls_to_text,
@@ -84,7 +83,6 @@ class OpenAIPolicy:
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore the key
         # retries are ours (visible, with backoff); the client's own are switched off
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=timeout)
-        self._tools = ToolMemory()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-policy")
 
     # ----- the policy ------------------------------------------------------------------------
@@ -92,7 +90,7 @@ class OpenAIPolicy:
         if not conversations:
             return []
         self.model = self.model or self._first_model()
-        tools = [self._tools(conv) for conv in conversations]
+        tools = [conv.tools for conv in conversations]
         return list(self._pool.map(self._complete, conversations, tools))
 
     def close(self) -> None:
@@ -123,7 +121,8 @@ class OpenAIPolicy:
         if tool_calls:
             text = f"{text}\n{tool_calls_to_text(tool_calls)}".strip()
         action = extract_action(text, self.prompt, has_tools=bool(tools))
-        completion = Completion(text=action, finish_reason=choice.finish_reason or "stop", tool_calls=tool_calls)
+        completion = Completion(reply=text, action=action, finish_reason=choice.finish_reason or "stop",
+                                tool_calls=tool_calls)
         if choice.logprobs is not None and choice.logprobs.content:
             completion.logprobs = [float(t.logprob) for t in choice.logprobs.content]
         extra_choice = choice.model_extra or {}

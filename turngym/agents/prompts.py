@@ -16,19 +16,18 @@ instructions, then observations and the agent's replies) and the latest StepInfo
   plus the last k turns), or ``summary`` (the task statement, a one-line-per-turn summary of older
   turns, the last k turns).
 
-Tool specs (``info["tools"]``) go to the model through the chat template when it supports
-tools, otherwise as a block in the system prompt asking for Hermes-style
+Tool specs (``Conversation.tools``: the ``info["tools"]`` an env announces on reset, kept for
+the whole episode) go to the model through the chat template when it supports tools, otherwise
+as a block in the system prompt asking for Hermes-style
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` replies; ``parse_tool_calls``
 reads those back.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,10 +101,10 @@ def decorate_observation(message: dict[str, Any], info: dict[str, Any], config: 
 def build_messages(conv: Conversation, config: PromptConfig, has_tools: bool | None = None) -> list[dict[str, Any]]:
     """The chat a model sees this turn (system prompt, history per ``config.history``).
 
-    ``has_tools`` says whether the episode plays through tools (default: ``info["tools"]`` is set).
+    ``has_tools`` says whether the episode plays through tools (default: the conversation has tools).
     """
     body = [dict(m) for m in conv.messages if m.get("role") != "system"]
-    has_tools = bool(conv.info.get("tools")) if has_tools is None else has_tools
+    has_tools = bool(conv.tools) if has_tools is None else has_tools
     system = {"role": "system", "content": system_text(conv, config, has_tools)}
     if body:
         body[-1] = decorate_observation(body[-1], conv.info, config)
@@ -144,37 +143,6 @@ def _turn_result(turn: list[dict]) -> str:
 def _one_line(text: Any, limit: int = 80) -> str:
     line = " ".join(str(text or "").split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-class ToolMemory:
-    """The tool specs of each running episode.
-
-    Envs announce ``info["tools"]`` on reset only, so a policy keeps them for the episode's later
-    turns (keyed by ``info["episode_id"]``, else by the episode's opening messages).
-    """
-
-    def __init__(self, size: int = 4096):
-        self.size = size
-        self._tools: OrderedDict[str, list[dict]] = OrderedDict()
-
-    def __call__(self, conv: Conversation) -> list[dict] | None:
-        key = _episode_key(conv)
-        tools = conv.info.get("tools")
-        if tools:
-            self._tools[key] = tools
-            self._tools.move_to_end(key)
-            while len(self._tools) > self.size:
-                self._tools.popitem(last=False)
-            return tools
-        return self._tools.get(key)
-
-
-def _episode_key(conv: Conversation) -> str:
-    episode = conv.info.get("episode_id")
-    if episode:
-        return f"{conv.env_id}|{episode}"
-    opening = json.dumps(conv.messages[:2], sort_keys=True, default=str)
-    return conv.env_id + "|" + hashlib.blake2b(opening.encode(), digest_size=16).hexdigest()
 
 
 # ----- replies -> actions --------------------------------------------------------------------

@@ -43,7 +43,9 @@ def random_admissible(env, seed: int, observation: str, info: dict[str, Any]) ->
     words), which is what ``RandomPolicy`` does."""
     policy = RandomPolicy(seed=seed)
     env_id = env.spec.id if env.spec is not None else ""
-    return lambda observation, info: policy.act([Conversation([], info, env_id)])[0]
+    reset_tools = info.get("tools") or None  # announced on reset: the episode's tools for every turn
+    return lambda observation, info: policy.act(
+        [Conversation([], info, env_id, tools=info.get("tools") or reset_tools)])[0]
 
 
 def always_invalid(env, seed: int, observation: str, info: dict[str, Any]) -> Act | None:

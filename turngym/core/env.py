@@ -11,6 +11,14 @@ turn limits, StepInfo with the same keys everywhere) from this class:
 and optionally ``state(self)`` (the canonical true state; hashed into ``state_key``),
 ``admissible_actions()``, ``tools()`` (JSON-schema specs for tools mode), ``instructions()``
 (the system prompt) and ``expert_action()`` (the oracle).
+
+The turn limit is decided here and nowhere else: ``max_turns`` (the constructor's, else the
+registered ``max_episode_steps``), lowered for one episode by ``reset(options={"max_turns": n})``
+(how ``EnvPool.rollout(max_steps=...)`` passes its budget). The step that reaches it is
+truncated with ``done_reason="max_turns"``, and every step that ends an episode has a
+``done_reason``. ``turngym.register`` mirrors ids into Gymnasium without a ``max_episode_steps``,
+so ``gymnasium.make`` adds no ``TimeLimit`` on top; ``env.spec.max_episode_steps`` still shows
+the registered limit.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +108,7 @@ class TurnEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
     #: the split tasks are drawn from when reset() names none
     default_split: str = "train"
+    _spec = None  # behind the ``spec`` property
 
     def __init__(self, *, split: str | None = None, max_turns: int | None = None,
                  render_mode: str | None = None):
@@ -115,6 +125,33 @@ class TurnEnv(gym.Env[str, str]):
         self.episode_seed = 0
         self._last_observation = ""
         self._done = False
+        self._episode_max_turns: int | None = None
+
+    # ----- the spec and the turn limit ----------------------------------------------------------
+    @property
+    def spec(self):
+        return self._spec
+
+    @spec.setter
+    def spec(self, value) -> None:
+        # gymnasium.make hands the env a spec without max_episode_steps (turngym registers none
+        # with Gymnasium, so that no TimeLimit wraps the env): fill in the registered limit
+        if value is not None and value.max_episode_steps is None:
+            from turngym.core.registry import registered_turn_limit
+
+            limit = registered_turn_limit(value.id)
+            if limit is not None:
+                value = dataclasses.replace(value, max_episode_steps=limit)
+        self._spec = value
+
+    def turn_limit(self) -> int | None:
+        """The turn this episode is truncated at: the smaller of ``max_turns`` (else the spec's
+        ``max_episode_steps``) and the reset's ``options["max_turns"]``; None: no limit."""
+        own = self.max_turns or (self._spec.max_episode_steps if self._spec is not None else None)
+        budget = self._episode_max_turns
+        if own and budget:
+            return min(own, budget)
+        return own or budget or None
 
     # ----- hooks for subclasses -------------------------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
@@ -150,9 +187,15 @@ class TurnEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = set(options) - {"task_id", "split", "task"}
+        unknown = set(options) - {"task_id", "split", "task", "max_turns"}
         if unknown:
-            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; allowed: task_id, split, task")
+            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; allowed: task_id, split, task, "
+                             "max_turns")
+        budget = options.pop("max_turns", None)
+        if budget is not None:
+            if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1:
+                raise ValueError(f"reset options: max_turns must be an int >= 1 or None, got {budget!r}")
+            budget = int(budget)
         # Everything random in the episode derives from this seed, drawn from np_random so
         # that reset(seed=s) fixes the whole episode.
         self.episode_seed = int(self.np_random.integers(0, 2**31 - 1))
@@ -160,6 +203,7 @@ class TurnEnv(gym.Env[str, str]):
         self.task = task
         self.turn = 0
         self._done = False
+        self._episode_max_turns = budget
         spec_id = self.spec.id if self.spec is not None else type(self).__name__
         self.episode_id = state_key([spec_id, task["task_id"], self.episode_seed])[:16]
         obs, fields = self._reset(task)
@@ -202,7 +246,7 @@ class TurnEnv(gym.Env[str, str]):
         except _INPUT_BLOWUPS as e:
             obs, reward, terminated, truncated, fields = self._unhandled_action(e)
         fields = dict(fields)
-        limit = self.max_turns or (self.spec.max_episode_steps if self.spec is not None else None)
+        limit = self.turn_limit()
         if limit and self.turn >= limit and not terminated:
             truncated = True
             fields.setdefault("done_reason", "max_turns")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import math
 import multiprocessing as mp
+import numbers
 import os
 import queue
 import signal
@@ -29,11 +30,11 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
-from turngym.core.policy import Completion, Conversation, completion_action
+from turngym.core.policy import Completion, Conversation, completion_action, completion_reply
 from turngym.core.records import Step, Trajectory
 from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
 
@@ -41,6 +42,8 @@ BACKENDS = ("inline", "thread", "process", "ray", "remote")
 #: extra seconds a host that has not come up yet (spawning a process, starting a Ray actor,
 #: importing the env) gets before its first op counts as hung
 STARTUP_GRACE_S = 120.0
+#: how the reasons of episodes ended by a deadline start (their last step gets done_reason "timeout")
+TIMEOUT_REASONS = ("step timed out", "episode timed out")
 
 
 class StepTimeout(BaseException):
@@ -503,9 +506,8 @@ class _Episode:
     seed: int
     options: dict[str, Any]
     trajectory: Trajectory | None = None
-    messages: list[dict] = field(default_factory=list)
+    conversation: Conversation | None = None  # what the policy sees (Conversation.start / add_turn)
     observation: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
     completion: Any = None   # the policy's output for the step in flight
     started: float | None = None  # time.monotonic() at reset, for episode_timeout_s
 
@@ -575,6 +577,12 @@ class EnvPool:
         Group ``i`` resets with ``seed + i``. Trajectories come back ordered by group, then member.
         ``on_trajectory`` is called as each one ends (for progress bars and streaming writes).
 
+        ``max_steps`` is each episode's turn budget. The pool does not count turns itself: it
+        hands the budget to the env (``reset(options={"max_turns": max_steps})``), which
+        truncates at the smaller of it and its own limit, with ``done_reason="max_turns"``. The
+        last step of every trajectory has ``info["done_reason"]``: the env's (``"success"``,
+        ``"max_turns"``, ...), or ``"error"`` / ``"timeout"`` for an episode the pool ended.
+
         Faults never lose the batch. An env that raises, calls ``sys.exit``, hangs past
         ``step_timeout_s`` (one reset or step, in seconds; None: no limit) or makes its episode
         run past ``episode_timeout_s`` (wall clock from reset; None: no limit) ends that episode
@@ -588,12 +596,16 @@ class EnvPool:
             raise RuntimeError("the pool is closed")
         if group_size < 1:
             raise ValueError(f"group_size: must be >= 1, got {group_size}")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
+            raise ValueError(f"max_steps: must be an int >= 1, got {max_steps!r}")
+        max_steps = int(max_steps)
         for name, value in (("step_timeout_s", step_timeout_s), ("episode_timeout_s", episode_timeout_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name}: must be a number of seconds > 0 or None, got {value!r}")
         todo: deque[_Episode] = deque()
         for i, task in enumerate(tasks):
             options = {"task": task} if isinstance(task, dict) else {"task_id": str(task)}
+            options["max_turns"] = max_steps  # the env decides truncation (TurnEnv.turn_limit)
             task_id = task["task_id"] if isinstance(task, dict) else str(task)
             for m in range(group_size):
                 todo.append(_Episode(len(todo), f"{task_id}@{seed + i}", m, task_id, seed + i, options))
@@ -622,7 +634,10 @@ class EnvPool:
             traj.scorable = False
             traj.metadata["error"] = reason
             if traj.steps:
-                traj.steps[-1].truncated = True
+                last = traj.steps[-1]
+                last.truncated = True
+                timeout = reason.startswith(TIMEOUT_REASONS)
+                last.info = {**last.info, "done_reason": "timeout" if timeout else "error"}
             finish(slot)
 
         def drop_ops(slot: int) -> None:
@@ -644,7 +659,7 @@ class EnvPool:
                 ep = running.pop(slot)  # its env is gone with the host: run it again from reset
                 drop_ops(slot)
                 free.append(slot)
-                ep.trajectory, ep.messages, ep.completion, ep.started = None, [], None, None
+                ep.trajectory, ep.conversation, ep.completion, ep.started = None, None, None, None
                 todo.appendleft(ep)
 
         seen_op: dict[int, int] = {}  # host -> the running op index last seen (batched hosts)
@@ -696,8 +711,7 @@ class EnvPool:
                     for slot in waiting:
                         outbox.setdefault(self.slot_host[slot], []).append(("env_side", slot, policy))
                 else:
-                    convs = [Conversation(messages=running[s].messages, info=running[s].info,
-                                          env_id=self.env_id) for s in waiting]
+                    convs = [running[s].conversation for s in waiting]
                     outs = policy.act(convs)
                     if len(outs) != len(convs):
                         raise RuntimeError(f"policy returned {len(outs)} completions for {len(convs)} conversations")
@@ -747,7 +761,7 @@ class EnvPool:
                 slot, status, payload = result
                 if slot not in running:
                     continue
-                self._take_result(running[slot], slot, status, payload, max_steps, fail, finish, waiting)
+                self._take_result(running[slot], slot, status, payload, fail, finish, waiting)
             now = time.monotonic()
             for h in list(inflight):  # deadlines of the ops in flight
                 culprit = running_slot(h)
@@ -760,7 +774,7 @@ class EnvPool:
                     host_lost(h, culprit, f"episode timed out: over episode_timeout_s={episode_timeout_s:g}")
         return [traj for _, traj in sorted(finished, key=lambda pair: pair[0])]
 
-    def _take_result(self, ep, slot, status, payload, max_steps, fail, finish, waiting) -> None:
+    def _take_result(self, ep, slot, status, payload, fail, finish, waiting) -> None:
         traj = ep.trajectory
         if status == "error":
             fail(slot, payload)
@@ -768,17 +782,17 @@ class EnvPool:
         if len(payload) == 2:  # reset
             obs, info = payload
             traj.initial_observation, traj.initial_info = obs, info
-            ep.messages = list(info.get("messages", []))
-            ep.observation, ep.info = obs, info
+            ep.conversation = Conversation.start(self.env_id, info)
+            ep.observation = obs
             waiting.append(slot)
             return
         action, obs, reward, terminated, truncated, info = payload
         completion, ep.completion = ep.completion, None
-        if len(traj.steps) + 1 >= max_steps and not terminated:
-            truncated = True
+        conv = ep.conversation
         step = Step(turn=len(traj.steps), observation=ep.observation, action=action,
+                    reply=action if completion is None else completion_reply(completion),
                     reward=reward, terminated=terminated, truncated=truncated,
-                    state_key=ep.info.get("state_key", ""), info=info)
+                    state_key=conv.info.get("state_key", ""), info=info)
         if isinstance(completion, Completion):
             step.prompt_ids = completion.prompt_ids
             step.completion_ids = completion.completion_ids
@@ -786,9 +800,8 @@ class EnvPool:
             step.entropies = completion.entropies
             step.loss_mask = [1] * len(completion.completion_ids)
         traj.steps.append(step)
-        ep.messages.append({"role": "assistant", "content": action})
-        ep.messages.extend(info.get("messages", []))
-        ep.observation, ep.info = obs, info
+        conv.add_turn(action, info)
+        ep.observation = obs
         if terminated or truncated:
             traj.success = bool(info.get("is_success", False))
             traj.scorable = bool(info.get("scorable", True))

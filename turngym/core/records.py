@@ -1,8 +1,9 @@
 """Step and Trajectory records, and their JSONL files (one trajectory a line).
 
-A Step holds one turn: the observation the agent saw, the action it sent, what the env
-answered, and what training needs (token ids, log-probs, entropies, loss mask, parsed spans).
-Fields a run does not use stay empty.
+A Step holds one turn: the observation the agent saw, the model's raw reply, the action parsed
+from it (what ``env.step`` received), what the env answered, and what training needs (token ids
+of the reply, log-probs, entropies, loss mask, spans of the reply). Fields a run does not use
+stay empty. Files written before ``reply`` existed load with the reply set to the action.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 class Step:
     turn: int
     observation: str           # what the agent saw before acting
-    action: str                # what it sent to env.step (the raw completion)
+    action: str                # what env.step received (parsed from the reply)
+    reply: str | None = None   # the model's raw reply (completion_ids are its tokens); None: the action
     reward: float = 0.0
     terminated: bool = False
     truncated: bool = False
@@ -32,8 +34,12 @@ class Step:
     logprobs: list[float] = field(default_factory=list)
     entropies: list[float] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)  # 1 on completion tokens the loss may use
-    spans: dict[str, list[int]] = field(default_factory=dict)  # name -> [start, end) chars of action
+    spans: dict[str, list[int]] = field(default_factory=dict)  # name -> [start, end) chars of reply
     advantage: float | None = None   # filled in by a trainer, shown by the viewer
+
+    def __post_init__(self):
+        if self.reply is None:  # a scripted turn, a str policy, or a file from before replies were kept
+            self.reply = self.action
 
     @property
     def next_state_key(self) -> str:

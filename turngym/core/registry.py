@@ -61,10 +61,18 @@ def register(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, A
             return old
         raise ValueError(f"env id {id!r} is already registered with a different spec: {old} vs {spec}")
     _REGISTRY[id] = spec
+    # No max_episode_steps for Gymnasium: the env decides its turn limit itself (TurnEnv.step,
+    # with done_reason "max_turns"), so gymnasium.make must not add a TimeLimit on top. The
+    # env's spec shows the limit all the same (TurnEnv fills it in from registered_turn_limit).
     gym.register(id=id, entry_point=entry_point, kwargs=dict(spec.kwargs),
-                 max_episode_steps=max_episode_steps, nondeterministic=nondeterministic,
-                 disable_env_checker=False)
+                 nondeterministic=nondeterministic, disable_env_checker=False)
     return spec
+
+
+def registered_turn_limit(id: str) -> int | None:
+    """The ``max_episode_steps`` an id was registered with (None: not a turngym id, or no limit)."""
+    spec = _REGISTRY.get(id)
+    return spec.max_episode_steps if spec is not None else None
 
 
 def load_plugins() -> None:
@@ -132,7 +140,8 @@ def make(id: str, **kwargs: Any):
     factory = _resolve(s.entry_point)
     _check_kwargs(id, factory, kwargs)
     env = factory(**{**s.kwargs, **kwargs})
-    env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs})
+    env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs},
+                                   max_episode_steps=s.max_episode_steps)
     return env
 
 

@@ -11,7 +11,8 @@
 ``env_config`` keys: ``env_id`` (required), ``env_kwargs``, and ``server_url`` (+ ``token``) to
 run the env in a ``turngym serve-env`` server instead of in the training process. Per-sample
 ``extras`` (a SkyRL dataset row's extra columns, or its ``extra_info``): ``task_id``, ``seed``,
-``max_turns``. ``metadata`` carries the StepInfo fields a trainer filters on (``scorable``
+``max_turns`` (handed to the env as its turn budget: the env truncates, with
+``done_reason="max_turns"``). ``metadata`` carries the StepInfo fields a trainer filters on (``scorable``
 among them: an episode lost to an env crash must not be scored as 0).
 """
 
@@ -52,8 +53,10 @@ class TurngymTextEnv(BaseTextEnv):
         self.total, self.info = 0.0, {}
 
     def init(self, prompt):
-        options = {"task_id": str(self.task_id)} if self.task_id else None
-        obs, self.info = self.env.reset(seed=self.seed, options=options)
+        options = {"task_id": str(self.task_id)} if self.task_id else {}
+        if self.max_turns:
+            options["max_turns"] = self.max_turns  # the env decides truncation (TurnEnv.turn_limit)
+        obs, self.info = self.env.reset(seed=self.seed, options=options or None)
         self.turns, self.total = 0, 0.0
         chat = [*(prompt or []), *self.info["messages"]]
         return chat, {"task_id": self.info["task_id"], "tools": self.info["tools"]}
@@ -62,7 +65,7 @@ class TurngymTextEnv(BaseTextEnv):
         self.turns += 1
         obs, reward, terminated, truncated, self.info = self.env.step(action)
         self.total += reward
-        done = bool(terminated or truncated or (self.max_turns and self.turns >= self.max_turns))
+        done = bool(terminated or truncated)
         metadata = {k: self.info.get(k) for k in _KEPT_INFO}
         metadata["terminated"], metadata["truncated"] = bool(terminated), bool(truncated)
         observations = [] if done else list(self.info["messages"])

@@ -76,14 +76,17 @@ class TurngymEnv(vf.Env[TurngymEnvConfig]):
         total, step_info, turns = 0.0, {}, 0
         try:
             # The same seed and task id as the taskset's prompt: the same first observation.
-            await asyncio.to_thread(env.reset, seed=info["seed"], options={"task_id": info["task_id"]})
+            options = {"task_id": info["task_id"]}
+            if info.get("max_turns"):  # the env's turn budget: the env truncates (done_reason "max_turns")
+                options["max_turns"] = int(info["max_turns"])
+            await asyncio.to_thread(env.reset, seed=info["seed"], options=options)
             async with agents.player.interaction(task) as interaction:
                 segment = await interaction.turn()
                 while not segment.terminated:
                     obs, reward, terminated, truncated, step_info = await asyncio.to_thread(
                         env.step, segment.last_reply)
                     total, turns = total + reward, turns + 1
-                    if terminated or truncated or turns >= info["max_turns"]:
+                    if terminated or truncated:
                         break  # episode over: end the exchange
                     segment = await interaction.turn(obs)
         finally:

@@ -168,8 +168,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
     bar = progress(tr, total=len(tasks) * cfg.rl.group_size, desc=f"rollouts {update}")
     trajectories = collect(pool, tr.rollout_policy, tasks, group_size=cfg.rl.group_size,
-                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer,
-                           bar=bar)
+                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, bar=bar)
     bar.close()
     tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway
     retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
@@ -212,7 +211,7 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
     bar = progress(tr, total=len(tasks), desc=f"eval {update}")
     # a fixed seed: every evaluation sees the same episodes, so curves compare like with like
     trajectories = collect(pool, tr.eval_policy, tasks, group_size=1, seed=cfg.seed + 100_003,
-                           max_steps=cfg.env.max_turns, tokenizer=tr.tokenizer, bar=bar)
+                           max_steps=cfg.env.max_turns, bar=bar)
     bar.close()
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"update_{update:04d}.jsonl", trajectories, append=False)

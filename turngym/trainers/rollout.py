@@ -2,24 +2,23 @@
 expert turns tokenized for SFT.
 
 ``collect`` runs N rollouts per task with identical starts through ``EnvPool`` (members of a
-group share task and seed) and annotates each step with its parsed spans. ``conversation_at``
-rebuilds exactly the chat the pool showed the policy before a step (the env's reset messages,
-then each action and the env's answer), which is how SFT prompts match RL prompts.
+group share task and seed) and annotates each step with the spans of its reply. ``conversation_at``
+rebuilds exactly the chat the pool showed the policy before a step, with the same builder
+(``Conversation.start`` / ``add_turn``), which is how SFT prompts match RL prompts.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from turngym.core.policy import Conversation
-from turngym.core.records import Trajectory
+from turngym.core.records import Step, Trajectory
 from turngym.trainers.spans import parse_spans
 
 
 def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_steps: int,
-            tokenizer=None, on_trajectory=None, bar=None) -> list[Trajectory]:
-    """Grouped rollouts with parsed spans; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
+            on_trajectory=None, bar=None) -> list[Trajectory]:
+    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
     if bar is not None:
         done = on_trajectory
 
@@ -31,12 +30,15 @@ def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_s
                                 on_trajectory=on_trajectory)
     for traj in trajectories:
         for step in traj.steps:
-            # spans come from the full reply (think / switch / subgoal / action), which is the
-            # decoded completion; the env saw only the extracted action
-            reply = tokenizer.decode(step.completion_ids, skip_special_tokens=True) \
-                if tokenizer is not None and step.completion_ids else step.action
-            step.spans = parse_spans(reply)
+            # spans index the raw reply (think / switch / subgoal / action); the env saw only the
+            # action parsed from it
+            step.spans = parse_spans(reply_of(step))
     return trajectories
+
+
+def reply_of(step: Step) -> str:
+    """The text ``Step.spans`` index: the model's raw reply."""
+    return step.reply if step.reply is not None else step.action
 
 
 class TurnProgress:
@@ -76,8 +78,10 @@ def with_progress(policy, bar):
 def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
     """Give steps that came back as text only (a remote server without token data) the token ids
     the trainer's own model would have seen: the prompt rendered by ``policy`` (an ``HFPolicy``)
-    from the recorded conversation, and the reply tokenized plus the end-of-turn token. Log-probs
-    stay empty; the trainer recomputes them before the update. Returns the number of steps filled.
+    from the recorded conversation, and the raw reply (``Step.reply``, what the model wrote, not
+    the action parsed from it) tokenized plus the end-of-turn token. Steps that have token ids are
+    left alone. Log-probs stay empty; the trainer recomputes them before the update. Returns the
+    number of steps filled.
     """
     from turngym.agents.prompts import build_messages
 
@@ -88,8 +92,8 @@ def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
             if step.completion_ids:
                 continue
             conv = conversation_at(traj, t)
-            step.prompt_ids = policy.encode(build_messages(conv, policy.prompt), conv.info.get("tools") or None)
-            step.completion_ids = policy.encode_text(step.action) + ([eos] if eos is not None else [])
+            step.prompt_ids = policy.encode(build_messages(conv, policy.prompt), conv.tools)
+            step.completion_ids = policy.encode_text(reply_of(step)) + ([eos] if eos is not None else [])
             step.loss_mask = [1] * len(step.completion_ids)
             step.logprobs, step.entropies = [], []
             filled += 1
@@ -97,17 +101,12 @@ def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
 
 
 def conversation_at(traj: Trajectory, t: int) -> Conversation:
-    """The Conversation the policy saw before step ``t`` (as EnvPool built it)."""
-    messages: list[dict[str, Any]] = list(traj.initial_info.get("messages", []))
-    info = traj.initial_info
+    """The Conversation the policy saw before step ``t``, built as EnvPool built it (messages,
+    latest info and the episode's tools)."""
+    conv = Conversation.start(traj.env_id, traj.initial_info)
     for step in traj.steps[:t]:
-        messages.append({"role": "assistant", "content": step.action})
-        messages.extend(step.info.get("messages", []))
-        info = step.info
-    tools = traj.initial_info.get("tools")
-    if tools and not info.get("tools"):  # envs announce tools on reset only; policies keep them
-        info = {**info, "tools": tools}
-    return Conversation(messages=messages, info=info, env_id=traj.env_id)
+        conv.add_turn(step.action, step.info)
+    return conv
 
 
 def expert_reply(action: str, action_format: str) -> str:
@@ -128,7 +127,7 @@ def sft_examples(policy, trajectories: list[Trajectory]) -> list[tuple[list[int]
             continue
         for t, step in enumerate(traj.steps):
             conv = conversation_at(traj, t)
-            prompt = policy.encode(build_messages(conv, policy.prompt), conv.info.get("tools") or None)
+            prompt = policy.encode(build_messages(conv, policy.prompt), conv.tools)
             completion = policy.encode_text(expert_reply(step.action, policy.prompt.action_format))
             rows.append((prompt, completion + ([eos] if eos is not None else [])))
     return rows

@@ -2,7 +2,7 @@
 turn each agent turn into a ``Sample`` (prompt, completion, old log-probs, one advantage per
 completion token, loss mask, value targets).
 
-    batch   = Batch(trajectories, values=<value head on each step's prompt>, reply=<decoded completion>)
+    batch   = Batch(trajectories, values=<value head on each step's prompt>)   # spans index Step.reply
     out     = estimator.advantages(batch, **rl.estimator_args)          # Advantages
     A_t     = empg.modulate(trajectories, out.step)  if rl.empg  else  out.step
     token k of turn t gets A_t, or out.spans[name][t] when it lies inside the reply's span ``name``
@@ -83,10 +83,7 @@ def compute_advantages(tr: Trainer, trajectories: list[Trajectory]) -> list[Samp
     cfg = tr.cfg.rl
     est = tr.estimator
 
-    def reply(step: Step) -> str:  # the text the step's spans index
-        return tr.tokenizer.decode(step.completion_ids, skip_special_tokens=True)
-
-    batch = Batch(trajectories, values=step_values(tr, trajectories) if est.value_heads else None, reply=reply)
+    batch = Batch(trajectories, values=step_values(tr, trajectories) if est.value_heads else None)
     out: Advantages = est.advantages(batch, **cfg.estimator_args)
     step_adv = empg.modulate(trajectories, out.step, **cfg.empg_args) if cfg.empg else out.step
     samples = []

@@ -129,11 +129,13 @@ def step_view(step: Step) -> dict[str, Any]:
     tool_messages = [m for m in messages if m.get("role") == "tool" or m.get("tool_calls")]
     answer = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
     screenshot = next((extra[k] for k in SCREENSHOT_KEYS if isinstance(extra.get(k), str)), None)
+    reply = step.reply if isinstance(step.reply, str) else step.action
     return {
         "turn": step.turn,
         "observation": step.observation,
-        "action": step.action,
-        "spans": {k: list(v) for k, v in (step.spans or {}).items() if _is_span(v, len(step.action))},
+        "action": step.action,     # what the env received
+        "reply": reply,            # what the model wrote; the spans index it
+        "spans": {k: list(v) for k, v in (step.spans or {}).items() if _is_span(v, len(reply))},
         "reward": _finite(step.reward),
         "reward_components": info.get("reward_components") or {},
         "advantage": None if step.advantage is None else _finite(step.advantage),

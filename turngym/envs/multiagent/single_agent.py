@@ -62,8 +62,8 @@ class _SeatPlayer:
             return template.format(item=items[int(self.rng.integers(len(items)))],
                                    price=int(self.rng.integers(0, 60)))
         completion = as_completion(self.spec.act([Conversation(messages=self.messages, info=self.info)])[0])
-        self.messages.append({"role": "assistant", "content": completion.text})
-        return completion.text
+        self.messages.append({"role": "assistant", "content": completion.action})
+        return completion.action
 
 
 class SingleAgentView(TurnEnv):

@@ -5,7 +5,7 @@ and declares an ``Estimator``: its name, what it needs from the trainer, the opt
 and ``advantages(batch, **options) -> Advantages``. The trainer reads only these declarations:
 
     est = ESTIMATORS[cfg.rl.estimator]
-    batch = Batch(trajectories, values=<value head outputs> if est.value_heads else None, reply=...)
+    batch = Batch(trajectories, values=<value head outputs> if est.value_heads else None)
     out = est.advantages(batch, **cfg.rl.estimator_args)       # always an Advantages
 
 What an estimator may need:
@@ -30,8 +30,9 @@ import numpy as np
 from turngym.core.records import Step, Trajectory
 
 
-def action_text(step: Step) -> str:
-    return step.action
+def reply_text(step: Step) -> str:
+    """The model's raw reply, the text ``Step.spans`` index."""
+    return step.reply if step.reply is not None else step.action
 
 
 @dataclass
@@ -41,8 +42,8 @@ class Batch:
     trajectories: list[Trajectory]
     # values[i][t, h]: head h's prediction for step t of trajectory i (None without value heads)
     values: list[np.ndarray] | None = None
-    # the text that ``Step.spans`` index (the trainer passes the decoded completion)
-    reply: Callable[[Step], str] = action_text
+    # the text that ``Step.spans`` index: the step's raw reply (``Step.reply``)
+    reply: Callable[[Step], str] = reply_text
 
 
 @dataclass

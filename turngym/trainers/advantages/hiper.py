@@ -33,7 +33,7 @@ import numpy as np
 
 from turngym.core.records import Trajectory
 from turngym.trainers.advantages._common import flatten, unflatten, where_scorable
-from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
+from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator, reply_text
 
 FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start a new subgoal or "
           "<switch>KEEP</switch> to continue the current one, then <subgoal>the subgoal</subgoal>, then the "
@@ -41,24 +41,21 @@ FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start 
 
 
 def is_switch(step) -> bool:
-    """True when the turn's <switch> span says SWITCH (or the turn is the first)."""
-    if step.turn == 0:
-        return True
-    span = step.spans.get("switch")
-    return bool(span) and step.action[span[0]:span[1]].strip().upper() == "SWITCH"
+    """True when the turn's <switch> span (of its reply) says SWITCH, or the turn is the first."""
+    return step.turn == 0 or says_switch(step, reply_text)
 
 
-def says_switch(step, reply) -> bool:
+def says_switch(step, reply=reply_text) -> bool:
     """True when the step has a <switch> span and its text in ``reply(step)`` (the text the spans
-    index) says SWITCH."""
+    index: the raw reply) says SWITCH."""
     span = step.spans.get("switch")
-    return span is not None and reply(step)[span[0]:span[1]].strip().upper() == "SWITCH"
+    return bool(span) and reply(step)[span[0]:span[1]].strip().upper() == "SWITCH"
 
 
 def advantages(trajectories: list[Trajectory], values_lo: list[np.ndarray], values_hi: list[np.ndarray],
                gamma: float = 0.99, lam: float = 0.95, switches: list | None = None) -> Advantages:
     """``switches[i][t]``: whether turn t of trajectory i said SWITCH (default: read from the
-    step's ``switch`` span of its action text, see ``is_switch``; turn 0 always starts a segment)."""
+    step's ``switch`` span of its reply, see ``is_switch``; turn 0 always starts a segment)."""
     flat = flatten(trajectories)
     v_lo = np.concatenate([np.asarray(x, dtype=np.float64) for x in values_lo]) if values_lo else np.zeros(0)
     v_hi = np.concatenate([np.asarray(x, dtype=np.float64) for x in values_hi]) if values_hi else np.zeros(0)

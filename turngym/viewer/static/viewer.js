@@ -55,7 +55,7 @@ function advChip(a) {
             a === null || a === undefined ? "A –" : `A ${fmt(a)}`);
 }
 
-// ---- action text with its spans highlighted; nested spans show the innermost one
+// ---- the reply with its spans highlighted; nested spans show the innermost one
 function renderSpans(text, spans) {
   const names = Object.keys(spans || {});
   if (!names.length) return [text];
@@ -166,7 +166,9 @@ function renderTurn(s) {
     el("div", { class: "label" }, "agent output"),
     spanNames.length ? el("div", { class: "span-legend" },
       ...spanNames.map((n) => el("span", { class: `span span-${SPAN_ORDER.includes(n) ? n : "other"}` }, n))) : null,
-    el("pre", { class: "action" }, ...renderSpans(s.action, s.spans)),
+    el("pre", { class: "action" }, ...renderSpans(s.reply, s.spans)),
+    ...(s.reply.trim() === s.action.trim() ? [] : [  // the reply held more than the action
+      el("div", { class: "label" }, "action sent to the env"), el("pre", { class: "sent" }, s.action)]),
     s.tool_messages.length ? el("div", { class: "label" }, "tool calls and results") : null,
     ...s.tool_messages.map((m) => el("div", { class: "tool" },
       el("div", { class: "name" }, m.role === "tool" ? `result${m.name ? " of " + m.name : ""}` : "tool calls"),
@@ -203,8 +205,7 @@ async function showEpisode(file, index) {
 function groupCell(member, stepIndex) {
   if (stepIndex === null) return el("td", { class: "empty" });
   const s = member.steps[stepIndex];
-  const span = s.spans.action || s.spans.tool_call;  // the part that acted, without the thinking
-  const act = span ? s.action.slice(span[0], span[1]) : s.action;
+  const act = s.action;  // what the env received, without the thinking
   const colour = advColour(s.advantage);
   return el("td", { class: "group-cell", "data-advantage": s.advantage === null ? "" : String(s.advantage),
                     style: colour ? `background:${colour}` : null },
