@@ -122,6 +122,13 @@ class RLConfig:
                          default=0.0)
     value_coef: float = doc("weight of the value-head loss (turn_gae, hiper)", minimum=0, default=0.5)
     max_grad_norm: float = doc("gradient clipping norm", minimum=0, default=1.0)
+    max_lag: int = doc("asynchronous rollouts: a background worker generates the next updates' rollouts "
+                       "while the learner optimises, with weights at most this many updates old (update u "
+                       "trains on rollouts of the policy after update u-1-max_lag) and a decoupled-PPO "
+                       "importance correction; 0: synchronous, collect then update (see docs/training.md)",
+                       minimum=0, default=0)
+    is_cap: float = doc("with max_lag >= 1: the importance weight pi_prox/pi_behaviour of each token is "
+                        "truncated at this value", minimum=0, default=2.0)
 
 
 @dataclass
@@ -178,6 +185,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         node[parts[-1]] = value
     cfg = build(TrainConfig, data, "")
     check_estimator_args(cfg)
+    if cfg.rl.max_lag > 0 and cfg.generation.server_url:
+        raise ValueError("rl.max_lag: asynchronous rollouts generate in-process; unset generation.server_url "
+                         "or use rl.max_lag=0")
     return cfg
 
 
