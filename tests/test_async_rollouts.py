@@ -136,3 +136,20 @@ def test_lagged_run_resumes_exactly(tmp_path):
     assert sorted(lag_state["weights"]) == [1, 2] and sorted(lag_state["tasks"]) == [4, 5]
     resumed = run(tmp_path, "resumed", "rl.updates=5", "rl.max_lag=2")
     assert comparable(resumed) == comparable(straight)
+
+
+# ----- token-in/token-out through a server ----------------------------------------------------
+
+@pytest.mark.parametrize("token_ids", [False, True])
+def test_server_token_ids_asks_the_server_for_tokens_and_logprobs(tmp_path, token_ids):
+    pytest.importorskip("openai")
+    from turngym.trainers.setup import build_trainer
+
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "generation.server_url=http://127.0.0.1:9/v1",
+                             f"generation.server_token_ids={str(token_ids).lower()}"])
+    tr = build_trainer(cfg, log=lambda _: None)
+    try:
+        assert tr.rollout_policy is not tr.policy
+        assert tr.rollout_policy.token_ids is token_ids and tr.rollout_policy.logprobs is token_ids
+    finally:
+        tr.rollout_policy.close()

@@ -75,7 +75,13 @@ class GenerationConfig:
     eval_temperature: float = doc("temperature for evaluation (0: greedy)", minimum=0, default=0.0)
     server_url: str | None = doc("generate training rollouts on an OpenAI-compatible server (vLLM, "
                                  "`turngym serve-policy`) at this URL instead of in-process; the trainer "
-                                 "re-tokenizes the replies and recomputes their log-probs", default=None)
+                                 "re-tokenizes the replies and recomputes their log-probs (unless "
+                                 "generation.server_token_ids)", default=None)
+    server_token_ids: bool = doc("token-in/token-out: ask the server for the prompt and completion token ids "
+                                 "and per-token log-probs (vLLM and `turngym serve-policy` return them), so "
+                                 "no reply is re-tokenized and the server's log-probs are the behaviour "
+                                 "log-probs of the PPO ratio (they must be of the sampling distribution: "
+                                 "temperature 1, or vLLM with --logprobs-mode processed_logprobs)", default=False)
     server_model: str | None = doc("model name on the server (None: the first it lists)", default=None)
     server_sync: str = doc("how the server gets new weights after each update: 'none' (you reload it), "
                            "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
