@@ -153,3 +153,22 @@ def test_server_token_ids_asks_the_server_for_tokens_and_logprobs(tmp_path, toke
         assert tr.rollout_policy.token_ids is token_ids and tr.rollout_policy.logprobs is token_ids
     finally:
         tr.rollout_policy.close()
+
+
+def test_a_failing_rollout_worker_stops_the_run_with_its_error(tmp_path, monkeypatch):
+    from turngym.trainers import async_rollouts
+
+    def broken(*args, **kwargs):
+        raise OSError("env server gone")
+
+    monkeypatch.setattr(async_rollouts, "collect", broken)
+    with pytest.raises(RuntimeError, match=r"rollout worker failed on update 1: OSError\('env server gone'\)"):
+        run(tmp_path, "broken", "rl.updates=3", "rl.max_lag=1", "sft.episodes=0", "eval.at_start=false")
+
+
+def test_lag_refuses_a_separate_rollout_policy(tmp_path):
+    from turngym.trainers.loop import train
+
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "rl.max_lag=1"])
+    with pytest.raises(ValueError, match=r"^rl\.max_lag: asynchronous rollouts need in-process generation"):
+        train(cfg, log=lambda _: None, rollout_policy=object())

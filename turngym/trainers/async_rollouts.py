@@ -60,6 +60,8 @@ class AsyncRollouts:
         cfg = tr.cfg
         self.tr, self.train_ids, self.lag = tr, train_ids, cfg.rl.max_lag
         self.snapshot = copy.deepcopy(tr.model).eval().requires_grad_(False)
+        for p in self.snapshot.parameters():
+            p.grad = None  # the copy needs no gradients
         self.trainable = [n for n, p in tr.model.named_parameters() if p.requires_grad]
         sampling = tr.policy.sampling
         self.policy = HFPolicy(self.snapshot, copy.deepcopy(tr.tokenizer), temperature=sampling.temperature,

@@ -80,6 +80,9 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     tr = build_trainer(cfg, log)
     if rollout_policy is not None:
         tr.rollout_policy = rollout_policy
+    if cfg.rl.max_lag > 0 and (tr.rollout_policy is not tr.policy or world()[1] > 1):
+        raise ValueError("rl.max_lag: asynchronous rollouts need in-process generation in one process; "
+                         "use rl.max_lag=0")
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
     tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start",
                     start_row=None)
@@ -107,9 +110,6 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         if cfg.rl.max_lag > 0 and tr.state["update"] < cfg.rl.updates:
             from turngym.trainers.async_rollouts import AsyncRollouts
 
-            if tr.rollout_policy is not tr.policy or world()[1] > 1:
-                raise ValueError("rl.max_lag: asynchronous rollouts need in-process generation in one process; "
-                                 "use rl.max_lag=0")
             source = AsyncRollouts(tr, train_ids, last)
         while tr.state["update"] < cfg.rl.updates:
             if stop_after is not None and tr.state["update"] >= stop_after:
