@@ -172,3 +172,11 @@ def test_lag_refuses_a_separate_rollout_policy(tmp_path):
     cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "rl.max_lag=1"])
     with pytest.raises(ValueError, match=r"^rl\.max_lag: asynchronous rollouts need in-process generation"):
         train(cfg, log=lambda _: None, rollout_policy=object())
+
+
+@pytest.mark.parametrize("extra", [("model.lora=false", "rl.kl_coef=0.1"), ("rl.estimator=turn_gae",)])
+def test_lag_with_full_fine_tuning_kl_and_a_value_head(tmp_path, extra):
+    rows = run(tmp_path, "run", "rl.updates=3", "rl.max_lag=1", "sft.episodes=0", *extra)
+    assert [r["rollout/policy_lag"] for r in rows[1:]] == [0, 1, 1]
+    trained = [r for r in rows[1:] if r.get("loss/policy") is not None]
+    assert trained and all(math.isfinite(r["loss/policy"]) for r in trained)
