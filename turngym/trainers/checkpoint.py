@@ -43,7 +43,8 @@ def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, update: int, model: torch.nn.Module, optimizer, trainer_state: dict,
-                    np_rng: np.random.Generator, keep: int = 2) -> Path:
+                    np_rng: np.random.Generator, keep: int = 2, extra: dict[str, Any] | None = None) -> Path:
+    """``extra``: more files written with ``torch.save`` (name -> object) into the same folder."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"update_{update:04d}"
@@ -52,6 +53,8 @@ def save_checkpoint(run_dir: str | Path, update: int, model: torch.nn.Module, op
         torch.save(trainable_state(model), tmp / "weights.pt")
         torch.save(optimizer.state_dict() if optimizer is not None else {}, tmp / "optimizer.pt")
         torch.save(rng_state(np_rng), tmp / "rng.pt")
+        for name, obj in (extra or {}).items():
+            torch.save(obj, tmp / name)
         (tmp / "state.json").write_text(json.dumps({**trainer_state, "update": update}, indent=1))
         if target.exists():
             shutil.rmtree(target)

@@ -75,7 +75,13 @@ class GenerationConfig:
     eval_temperature: float = doc("temperature for evaluation (0: greedy)", minimum=0, default=0.0)
     server_url: str | None = doc("generate training rollouts on an OpenAI-compatible server (vLLM, "
                                  "`turngym serve-policy`) at this URL instead of in-process; the trainer "
-                                 "re-tokenizes the replies and recomputes their log-probs", default=None)
+                                 "re-tokenizes the replies and recomputes their log-probs (unless "
+                                 "generation.server_token_ids)", default=None)
+    server_token_ids: bool = doc("token-in/token-out: ask the server for the prompt and completion token ids "
+                                 "and per-token log-probs (vLLM and `turngym serve-policy` return them), so "
+                                 "no reply is re-tokenized and the server's log-probs are the behaviour "
+                                 "log-probs of the PPO ratio (they must be of the sampling distribution: "
+                                 "temperature 1, or vLLM with --logprobs-mode processed_logprobs)", default=False)
     server_model: str | None = doc("model name on the server (None: the first it lists)", default=None)
     server_sync: str = doc("how the server gets new weights after each update: 'none' (you reload it), "
                            "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
@@ -122,6 +128,13 @@ class RLConfig:
                          default=0.0)
     value_coef: float = doc("weight of the value-head loss (turn_gae, hiper)", minimum=0, default=0.5)
     max_grad_norm: float = doc("gradient clipping norm", minimum=0, default=1.0)
+    max_lag: int = doc("asynchronous rollouts: a background worker generates the next updates' rollouts "
+                       "while the learner optimises, with weights at most this many updates old (update u "
+                       "trains on rollouts of the policy after update u-1-max_lag) and a decoupled-PPO "
+                       "importance correction; 0: synchronous, collect then update (see docs/training.md)",
+                       minimum=0, default=0)
+    is_cap: float = doc("with max_lag >= 1: the importance weight pi_prox/pi_behaviour of each token is "
+                        "truncated at this value", minimum=0, default=2.0)
 
 
 @dataclass
@@ -178,6 +191,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         node[parts[-1]] = value
     cfg = build(TrainConfig, data, "")
     check_estimator_args(cfg)
+    if cfg.rl.max_lag > 0 and cfg.generation.server_url:
+        raise ValueError("rl.max_lag: asynchronous rollouts generate in-process; unset generation.server_url "
+                         "or use rl.max_lag=0")
     return cfg
 
 

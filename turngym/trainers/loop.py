@@ -15,6 +15,9 @@ One update (``one_update``):
 4. log metrics, write the rollouts, evaluate on the held-out split every ``eval.every`` updates,
    save a checkpoint.
 
+With ``rl.max_lag >= 1`` step 1 runs ahead in a background thread (``async_rollouts``) while
+the learner does steps 2-4 (``async_update``); with 0, the default, the loop is exactly the above.
+
 Everything random draws from streams saved in the checkpoint, so a killed run resumed from its
 last checkpoint continues exactly as if it had never stopped. The pieces live by role:
 ``distributed`` (several processes), ``setup`` (model, policies, optimizer, tasks), ``samples``
@@ -29,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from turngym.core.records import Trajectory, write_jsonl
 from turngym.trainers import checkpoint as ckpt
+from turngym.trainers.async_rollouts import seed_for
 from turngym.trainers.config import TrainConfig, dump_yaml
 from turngym.trainers.distributed import barrier, init_distributed, world
 from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics
@@ -75,6 +80,9 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     tr = build_trainer(cfg, log)
     if rollout_policy is not None:
         tr.rollout_policy = rollout_policy
+    if cfg.rl.max_lag > 0 and (tr.rollout_policy is not tr.policy or world()[1] > 1):
+        raise ValueError("rl.max_lag: asynchronous rollouts need in-process generation in one process; "
+                         "use rl.max_lag=0")
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
     tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start",
                     start_row=None)
@@ -91,6 +99,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     eval_ids = split_task_ids(cfg.env.id, cfg.env.eval_split, env_kwargs)
     pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend=cfg.env.backend, env_kwargs=env_kwargs,
                    ray_address=cfg.env.ray_address)
+    source = None  # the rollout worker, with rl.max_lag >= 1
     try:
         if tr.state["phase"] in ("start", "sft_done"):
             metrics.write(before_rl(tr, pool, optimizer, train_ids, eval_ids))
@@ -98,25 +107,39 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             if cfg.checkpoint_every and main:
                 save(tr, optimizer, 0)
         bar = progress(tr, total=cfg.rl.updates, desc="rl", initial=tr.state["update"])
+        if cfg.rl.max_lag > 0 and tr.state["update"] < cfg.rl.updates:
+            from turngym.trainers.async_rollouts import AsyncRollouts
+
+            source = AsyncRollouts(tr, train_ids, last)
         while tr.state["update"] < cfg.rl.updates:
             if stop_after is not None and tr.state["update"] >= stop_after:
                 break
             update = tr.state["update"] + 1
-            row = one_update(tr, pool, optimizer, train_ids, update)
+            if source is None:
+                row = one_update(tr, pool, optimizer, train_ids, update)
+            else:
+                row = async_update(tr, source, optimizer, update)
             if main and (cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates):
                 log(f"update {update}: train success {row.get('train/success_rate', 0):.2f}; "
                     f"eval on {cfg.eval.episodes} held-out episodes")
                 t0 = time.perf_counter()
-                row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
+                if source is None:
+                    row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
+                else:
+                    with source.rng_lock:  # between two batches; sampling from a seed of its own
+                        torch.manual_seed(seed_for(cfg.seed, update, 1))
+                        row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
             tr.state["update"] = update
             metrics.write(row)
             bar.update(1)
             bar.set_postfix(success=f"{row.get('train/success_rate', 0):.2f}",
                             ret=f"{row.get('train/mean_return', 0):.2f}")
             if main and cfg.checkpoint_every and (update % cfg.checkpoint_every == 0 or update == cfg.rl.updates):
-                save(tr, optimizer, update)
+                save(tr, optimizer, update, source)
         bar.close()
     finally:
+        if source is not None:
+            source.close()
         pool.close()
         metrics.close()
     if main and read_metrics(run_dir / "metrics.jsonl"):
@@ -172,6 +195,25 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     bar.close()
     tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway
     retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
+    return learn(tr, optimizer, trajectories, update, time.perf_counter() - t0, retokenized)
+
+
+def async_update(tr: Trainer, source, optimizer, update: int) -> dict[str, Any]:
+    """``one_update`` with rollouts from the background worker (``rl.max_lag >= 1``): take the
+    batch generated for this update (waiting if it is not ready), learn, publish the new weights."""
+    trajectories, version, seconds, waited = source.batch(update)
+    row = learn(tr, optimizer, trajectories, update, seconds, 0,
+                {"rollout/policy_lag": update - 1 - version, "rollout/weights_version": version,
+                 "time/rollout_wait": waited})
+    source.publish(update)
+    return row
+
+
+def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, rollout_seconds: float,
+          retokenized: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Advantages, the RL update and the update's metrics row, from its trajectories."""
+    cfg = tr.cfg
+    rank, size = world()
     t1 = time.perf_counter()
     samples = compute_advantages(tr, trajectories)
     t2 = time.perf_counter()
@@ -200,8 +242,9 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
             **({"processes": size} if size > 1 else {}),  # train/ figures are rank 0's share
             "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
             if steps else None,
-            "time/rollout": t1 - t0, "time/advantages": t2 - t1, "time/update": t3 - t2,
-            "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None}
+            "time/rollout": rollout_seconds, "time/advantages": t2 - t1, "time/update": t3 - t2,
+            "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None,
+            **(extra or {})}
 
 
 def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, float]:
@@ -242,11 +285,13 @@ def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
             "advantage/turns": len(turns)}
 
 
-def save(tr: Trainer, optimizer, update: int) -> None:
-    """A checkpoint of the trainable weights, the optimizer, the RNG streams and the loop's state."""
+def save(tr: Trainer, optimizer, update: int, source=None) -> None:
+    """A checkpoint of the trainable weights, the optimizer, the RNG streams and the loop's state
+    (and, with asynchronous rollouts, what regenerates the in-flight batches)."""
     state = {k: tr.state.get(k) for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase",
                                           "start_row")}
-    ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, state, tr.np_rng, tr.cfg.keep_checkpoints)
+    ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, state, tr.np_rng, tr.cfg.keep_checkpoints,
+                         extra=source.checkpoint_files(update) if source is not None else None)
 
 
 def _quiet(_: str) -> None:

@@ -36,6 +36,9 @@ class Sample:
     loss_mask: list[int] = field(default_factory=list)  # 1 on tokens the loss may use (Step.loss_mask)
     value_targets: tuple[float, float] = (0.0, 0.0)  # (low / turn, high) value head targets
     value_weights: tuple[float, float] = (0.0, 0.0)
+    # with rl.max_lag >= 1: the generating policy's log-probs, while old_logprobs become the
+    # proximal policy's (the current weights, scored before the update)
+    behaviour_logprobs: list[float] = field(default_factory=list)
 
 
 def batched(items: list, size: int):

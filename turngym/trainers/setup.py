@@ -83,7 +83,8 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
 
         rollout_policy = OpenAIPolicy(gen.server_url, gen.server_model, temperature=gen.temperature,
                                       top_p=gen.top_p, max_tokens=gen.max_new_tokens, prompt=prompt,
-                                      seed=cfg.seed, token_ids=False)
+                                      seed=cfg.seed, token_ids=gen.server_token_ids,
+                                      logprobs=gen.server_token_ids)
     reference = None
     if not cfg.model.lora and cfg.rl.kl_coef > 0:  # with LoRA the reference is the base, adapters off
         reference = copy.deepcopy(model).eval().requires_grad_(False)

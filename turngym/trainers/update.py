@@ -18,7 +18,13 @@ import numpy as np
 import torch
 
 from turngym.trainers.distributed import agree_max, sync_gradients, world
-from turngym.trainers.losses import clipped_policy_loss, kl_to_reference, sft_loss, value_loss
+from turngym.trainers.losses import (
+    clipped_policy_loss,
+    kl_to_reference,
+    sft_loss,
+    truncated_is_weight,
+    value_loss,
+)
 from turngym.trainers.rollout import sft_examples
 from turngym.trainers.samples import Sample, batched, prompt_values
 from turngym.trainers.setup import Trainer, make_optimizer, progress
@@ -51,13 +57,20 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         dropped, samples = len(samples) - len(kept), kept
     if not samples and world()[1] == 1:
         return {"policy/zero_advantage_turns": dropped}
-    missing = [s for s in samples if not s.old_logprobs]
+    lagged = cfg.max_lag > 0
+    # asynchronous rollouts (decoupled PPO, see losses.truncated_is_weight): every turn is scored
+    # at the current weights (the proximal policy); the recorded log-probs become the behaviour's
+    missing = samples if lagged else [s for s in samples if not s.old_logprobs]
     for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
         scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
         for s, lp in zip(chunk, scores.to_lists()[0]):
+            if lagged:
+                s.behaviour_logprobs = s.old_logprobs or lp
             s.old_logprobs = lp
     sums = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/value": 0.0, "policy/clip_frac": 0.0,
             "policy/grad_norm": 0.0}
+    if lagged:
+        sums.update({"policy/is_weight": 0.0, "policy/is_truncated_frac": 0.0})
     n_steps = 0
     device = next(tr.model.parameters()).device
     tr.model.train()
@@ -85,8 +98,15 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
                 adv = _pad([s.advantages for s in micro], width, device)
                 # padding and any token the record masks out (e.g. a forced prefix) carry no loss
                 mask = scores.mask * _pad([s.loss_mask for s in micro], width, device)
+                weights = None
+                if lagged:
+                    behaviour = _pad([s.behaviour_logprobs for s in micro], width, device)
+                    weights = truncated_is_weight(old, behaviour, cfg.is_cap)
+                    sums["policy/is_weight"] += float((weights * mask).sum() / num_tokens)
+                    truncated = (torch.exp(old - behaviour) > cfg.is_cap).float()
+                    sums["policy/is_truncated_frac"] += float((truncated * mask).sum() / num_tokens)
                 pg, clip_frac = clipped_policy_loss(scores.logprobs, old, adv, mask, num_tokens,
-                                                    cfg.clip_low, cfg.clip_high)
+                                                    cfg.clip_low, cfg.clip_high, weights)
                 loss = pg
                 sums["loss/policy"] += pg.item()
                 sums["policy/clip_frac"] += clip_frac.item()
