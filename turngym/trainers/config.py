@@ -81,7 +81,7 @@ class GenerationConfig:
                                  "and per-token log-probs (vLLM and `turngym serve-policy` return them), so "
                                  "no reply is re-tokenized and the server's log-probs are the behaviour "
                                  "log-probs of the PPO ratio (they must be of the sampling distribution: "
-                                 "temperature 1, or vLLM with --logprobs-mode processed_logprobs)", default=False)
+                                 "temperature 1, or a server that reports processed log-probs)", default=False)
     server_model: str | None = doc("model name on the server (None: the first it lists)", default=None)
     server_sync: str = doc("how the server gets new weights after each update: 'none' (you reload it), "
                            "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
