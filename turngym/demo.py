@@ -8,7 +8,7 @@
 
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
-The settings below are sized for about fifteen minutes on two CPU cores.
+The settings below are sized for about twelve minutes on two CPU cores.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ def demo_overrides(args) -> list[str]:
       succeeds when sampled, with room left for RL;
     - temperature 0.8, replies cut at the end of the action: diverse groups without the junk a
       small model samples at 1.0;
-    - 8 updates of 2 tasks x 8 rollouts (16 episodes generated together): the fifteen-minute
-      budget; 8 updates of 4 x 8 gained more in a run (0.20 -> 0.34 against 0.28) but take about
-      23 minutes (``--tasks-per-update 4``);
+    - 8 updates of 2 tasks x 8 rollouts (16 episodes generated together), about 12 minutes in
+      all: 8 updates of 4 x 8 gained more in a run (0.20 -> 0.34 against 0.28) but take about
+      19-20 minutes (``--tasks-per-update 4``); 9 updates, 6 of 4 x 8 and 9 of 4 x 4 gained no more;
     - compute: bfloat16 where the CPU has it, adapters on the top 10 of 30 layers (backward stops
       there), each task's prompt head encoded once per micro-batch; the admissible actions are
       listed by the prompt (one per line) rather than by the env (one long line).
