@@ -69,7 +69,6 @@ def main() -> None:
     args.eval_episodes, args.sft_episodes, args.max_turns, args.shaped_reward = 50, 32, 6, 0.5
     args.tasks_per_update, args.group_size, args.lr = 2, 8, 1e-4
     import torch
-
     from llm_credit_assignment import sft_stage
 
     if args.threads:
