@@ -87,11 +87,11 @@ class LinearPolicy:
         for conv in conversations:
             actions, feats = state_features(conv.messages, conv.info)
             if not actions:
-                out.append(Completion(text="look"))
+                out.append(Completion(reply="look"))
                 continue
             p = self.probs(feats)
             k = int(np.argmax(p)) if self.greedy else int(self.rng.choice(len(actions), p=p))
-            out.append(Completion(text=actions[k]))
+            out.append(Completion(reply=actions[k]))
         return out
 
 

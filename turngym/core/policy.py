@@ -44,8 +44,7 @@ class Conversation:
     @classmethod
     def start(cls, env_id: str, info: dict[str, Any]) -> Conversation:
         """The chat before the first action, from the reset's StepInfo (its messages and tools)."""
-        return cls(messages=list(info.get("messages") or []), info=info, env_id=env_id,
-                   tools=info.get("tools") or None)
+        return cls(messages=list(info.get("messages") or []), info=info, env_id=env_id)
 
     def add_turn(self, action: str, info: dict[str, Any]) -> None:
         """One turn: the action the env received, then the env's answer (the StepInfo it returned).
@@ -58,16 +57,13 @@ class Conversation:
             self.tools = info["tools"]
 
 
-@dataclass(init=False)
+@dataclass
 class Completion:
-    """One model reply: the raw ``reply`` and the ``action`` parsed from it (default: the reply
-    itself), plus, when the policy records them, the token data training needs.
-
-    ``text=`` is the older name of a completion whose reply is its action (``Completion(text="look")``),
-    still accepted; ``.text`` reads the action."""
+    """One model reply: the raw ``reply`` and the ``action`` parsed from it (None: the reply
+    itself), plus, when the policy records them, the token data training needs."""
 
     reply: str
-    action: str                                             # what env.step receives
+    action: str | None = None                               # what env.step receives
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)  # the tokens of ``reply``
     logprobs: list[float] = field(default_factory=list)
@@ -75,27 +71,9 @@ class Completion:
     finish_reason: str = "stop"
     tool_calls: list[dict[str, Any]] | None = None  # OpenAI-shaped, when the server parsed them
 
-    def __init__(self, reply: str | None = None, action: str | None = None, prompt_ids: list[int] | None = None,
-                 completion_ids: list[int] | None = None, logprobs: list[float] | None = None,
-                 entropies: list[float] | None = None, finish_reason: str = "stop",
-                 tool_calls: list[dict[str, Any]] | None = None, *, text: str | None = None):
-        if reply is None:
-            reply = text if text is not None else action
-        if reply is None:
-            raise TypeError("Completion: give the model's reply (reply=...)")
-        self.reply = reply
-        self.action = action if action is not None else text if text is not None else reply
-        self.prompt_ids = [] if prompt_ids is None else prompt_ids
-        self.completion_ids = [] if completion_ids is None else completion_ids
-        self.logprobs = [] if logprobs is None else logprobs
-        self.entropies = [] if entropies is None else entropies
-        self.finish_reason = finish_reason
-        self.tool_calls = tool_calls
-
-    @property
-    def text(self) -> str:
-        """The older name of ``action``."""
-        return self.action
+    def __post_init__(self):
+        if self.action is None:
+            self.action = self.reply
 
 
 @runtime_checkable
