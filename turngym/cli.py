@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from turngym.cli_common import CLIError, format_table
+
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
@@ -25,10 +27,6 @@ EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
                "turngym.viewer.report"),
     "serve-policy": ("serve a local model as an OpenAI-compatible HTTP API", "turngym.agents.serve"),
 }
-
-
-class CLIError(Exception):
-    """A mistake the user can fix; printed as one line, exit code 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,17 +54,6 @@ def positive_int(text: str) -> int:
 
 
 positive_int.__name__ = "integer >= 1"  # argparse names the type in its message
-
-
-def serve_until_interrupted(server) -> int:
-    """Serve an http.server until Ctrl-C, then close its socket; the exit code."""
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
 
 
 def _add_list(p: argparse.ArgumentParser) -> None:
@@ -216,18 +203,6 @@ def summarize(trajs) -> dict:
         "mean_return": sum(t.episode_return for t in scorable) / n,
         "mean_steps": sum(t.length for t in scorable) / n,
     }
-
-
-def format_table(rows: list[dict], columns: list[str]) -> str:
-    def cell(v):
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
-    return "\n".join(lines)
 
 
 def _task_ids(env, split: str, env_id: str) -> list[str]:
