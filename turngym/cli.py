@@ -65,16 +65,17 @@ def _add_list(p: argparse.ArgumentParser) -> None:
 def _run_list(args) -> int:
     import turngym
 
-    specs = [s for s in turngym.list_envs() if not args.family or s.family == args.family]
+    specs = [s for s in turngym.list_envs() if not args.family or turngym.tags(s.id).family == args.family]
     if args.family and not specs:
-        families = sorted({s.family for s in turngym.list_envs()})
+        families = sorted({turngym.tags(s.id).family for s in turngym.list_envs()})
         raise CLIError(f"--family: no env of family {args.family!r}; allowed: {', '.join(families)}")
     if args.splits:
         return _print_splits(specs)
     width = max((len(s.id) for s in specs), default=10)
     for s in specs:
-        tags = f"[{s.family}/{s.modality}{'; needs ' + ','.join(s.needs) if s.needs else ''}]"
-        print(f"{s.id:<{width}}  {tags:<28} {s.description}")
+        t = turngym.tags(s.id)
+        tags = f"[{t.family}/{t.modality}{'; needs ' + ','.join(t.needs) if t.needs else ''}]"
+        print(f"{s.id:<{width}}  {tags:<28} {t.description}")
     if not specs:
         print("no environments registered")
     return 0
