@@ -51,10 +51,10 @@ def register(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, A
     if bad:
         raise ValueError(f"needs: unknown {bad}; allowed: {list(NEEDS)}")
     kwargs = dict(kwargs or {})
-    tags = EnvTags(description=description, family=family, modality=modality, needs=tuple(needs),
-                   max_episode_steps=max_episode_steps)
+    t = EnvTags(description=description, family=family, modality=modality, needs=tuple(needs),
+                max_episode_steps=max_episode_steps)
     if id in TAGS:
-        old, new = registration(id), _arguments(id, entry_point, kwargs, nondeterministic, tags)
+        old, new = registration(id), _arguments(id, entry_point, kwargs, nondeterministic, t)
         if old == new:
             return
         raise ValueError(f"env id {id!r} is already registered with a different spec: {old} vs {new}")
@@ -63,13 +63,13 @@ def register(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, A
     # env's spec shows the limit all the same (TurnEnv fills it in from registered_turn_limit).
     gym.register(id=id, entry_point=entry_point, kwargs=kwargs, nondeterministic=nondeterministic,
                  disable_env_checker=False)
-    TAGS[id] = tags
+    TAGS[id] = t
 
 
 def _arguments(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, Any],
-               nondeterministic: bool, tags: EnvTags) -> dict[str, Any]:
+               nondeterministic: bool, t: EnvTags) -> dict[str, Any]:
     return {"id": id, "entry_point": entry_point, "kwargs": kwargs,
-            "nondeterministic": nondeterministic, **dataclasses.asdict(tags)}
+            "nondeterministic": nondeterministic, **dataclasses.asdict(t)}
 
 
 def registration(id: str) -> dict[str, Any]:
@@ -88,8 +88,8 @@ def unregister(id: str) -> None:
 
 def registered_turn_limit(id: str) -> int | None:
     """The ``max_episode_steps`` an id was registered with (None: not a turngym id, or no limit)."""
-    tags = TAGS.get(id)
-    return tags.max_episode_steps if tags is not None else None
+    t = TAGS.get(id)
+    return t.max_episode_steps if t is not None else None
 
 
 def load_plugins() -> None:
