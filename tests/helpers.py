@@ -24,16 +24,17 @@ def contract_env_ids() -> list[str]:
     for s in turngym.list_envs():
         if s.id in EXCLUDED_IDS:
             continue
-        limit = SAMPLED_FAMILIES.get(s.family)
-        seen[s.family] = seen.get(s.family, 0) + 1
-        if limit is None or seen[s.family] <= limit:
+        family = turngym.tags(s.id).family
+        limit = SAMPLED_FAMILIES.get(family)
+        seen[family] = seen.get(family, 0) + 1
+        if limit is None or seen[family] <= limit:
             ids.append(s.id)
     return ids
 
 
 def missing_requirement(env_id: str) -> str | None:
     """Why this machine cannot run the env, or None."""
-    needs = turngym.spec(env_id).needs
+    needs = turngym.tags(env_id).needs
     if "browser" in needs:
         if importlib.util.find_spec("playwright") is None:
             return "playwright is not installed"

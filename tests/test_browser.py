@@ -73,9 +73,9 @@ def test_every_miniwob_page_is_registered():
     flights = sorted("flight." + p.parent.name for p in (root / "flight").glob("*/wrapper.html"))
     assert sorted(FLIGHT_TASKS) == flights
     for task in MINIWOB_TASKS + FLIGHT_TASKS:
-        spec = turngym.spec(miniwob_id(task))
-        assert spec.family == "miniwob" and spec.needs == ("browser",)
-    assert turngym.spec("turngym/ShopPages-v0").needs == ("browser",)
+        tags = turngym.tags(miniwob_id(task))
+        assert tags.family == "miniwob" and tags.needs == ("browser",)
+    assert turngym.tags("turngym/ShopPages-v0").needs == ("browser",)
 
 
 # ----- the env on hand-written pages ---------------------------------------------------------

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 from contract_env import CounterEnv
 from helpers import missing_requirement
@@ -24,7 +23,7 @@ from turngym import sandbox
 from turngym.check import CHECKS, Thresholds, check_env
 from turngym.check.exploits import REPO_EXPLOITS, SUBMIT_EXPLOITS
 from turngym.cli import main
-from turngym.core.registry import _REGISTRY
+from turngym.core.registry import unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,8 +77,7 @@ def flawed_envs():
                          description=f"Counter with a flaw: {cls.__doc__}")
     yield ids
     for env_id in ids:
-        _REGISTRY.pop(env_id, None)
-        gym.registry.pop(env_id, None)
+        unregister(env_id)
 
 
 def test_a_sound_env_passes_every_check():

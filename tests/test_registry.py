@@ -36,10 +36,10 @@ def test_bad_needs_names_the_field():
         turngym.register("turngym-tests/Bad-v0", "contract_env:CounterEnv", needs=("gpu",))
 
 
-def test_specs_carry_tags_and_description():
-    s = turngym.spec("turngym-tests/Counter-v0")
-    assert s.tags == {"family": "tests", "modality": "text", "needs": []}
-    assert s.description
+def test_ids_carry_tags_and_description():
+    t = turngym.tags("turngym-tests/Counter-v0")
+    assert (t.family, t.modality, t.needs, t.max_episode_steps) == ("tests", "text", (), 20)
+    assert t.description
 
 
 def test_reset_option_errors_name_the_field():

@@ -20,7 +20,7 @@ BROWSER_SAMPLED = ["turngym/miniwob.click-test-v0", "turngym/miniwob.enter-text-
 def _env_ids() -> list[str]:
     ids = []
     for s in turngym.list_envs():
-        if "browser" in s.needs:
+        if "browser" in turngym.tags(s.id).needs:
             continue
         ids.append(s.id)
     return ids + [i for i in BROWSER_SAMPLED if i in {s.id for s in turngym.list_envs()}]
@@ -31,7 +31,7 @@ ENV_IDS = _env_ids()
 def _params():
     for env_id in ENV_IDS:
         marks = []
-        if "browser" in turngym.spec(env_id).needs and browser_missing():
+        if "browser" in turngym.tags(env_id).needs and browser_missing():
             marks.append(pytest.mark.skip(reason=browser_missing()))
         yield pytest.param(env_id, marks=marks, id=env_id)
 
@@ -65,7 +65,7 @@ def _battery(env, names: list[str]) -> list[str]:
 @pytest.mark.parametrize("env_id", list(_params()))
 def test_junk_actions_never_raise_and_invalid_ones_change_nothing(env_id):
     env = turngym.make(env_id)
-    names = BROWSER_SAMPLE if "browser" in turngym.spec(env_id).needs else list(JUNK)
+    names = BROWSER_SAMPLE if "browser" in turngym.tags(env_id).needs else list(JUNK)
     try:
         problems = _battery(env, names)
     finally:

@@ -268,7 +268,7 @@ def test_invalid_action_penalty_and_bad_config():
 
 
 def test_registered_variants():
-    ids = {s.id: s for s in turngym.list_envs() if s.family == "shop"}
+    ids = {s.id: s for s in turngym.list_envs() if turngym.tags(s.id).family == "shop"}
     assert {"turngym/Shop-v0", "turngym/Shop-Text-v0", "turngym/Shop-HTML-v0", "turngym/Shop-100-v0",
             "turngym/Shop-10k-v0", "turngym/Shop-100k-v0"} <= set(ids)
     assert ids["turngym/Shop-v0"].max_episode_steps == 15

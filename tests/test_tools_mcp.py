@@ -75,8 +75,6 @@ def test_serve_tools_cli_errors_are_one_line(capsys):
         assert main(["serve-tools", "turngym-tests/NoTools-v0"]) == 2
         assert "declares no tools" in capsys.readouterr().err
     finally:
-        import gymnasium as gym
+        from turngym.core.registry import unregister
 
-        from turngym.core.registry import _REGISTRY
-        _REGISTRY.pop("turngym-tests/NoTools-v0")
-        gym.registry.pop("turngym-tests/NoTools-v0")
+        unregister("turngym-tests/NoTools-v0")

@@ -10,7 +10,7 @@ from contract_env import COUNTER_VERBS
 
 import turngym
 from turngym.agents.basic import ExpertPolicy, RandomPolicy
-from turngym.core.registry import _REGISTRY
+from turngym.core.registry import TAGS, unregister
 from turngym.tools.modes import ToolsModeEnv
 from turngym.tools.parsers import format_hermes, parse_hermes
 from turngym.tools.registration import (
@@ -170,19 +170,18 @@ def test_builtin_variants_only_for_registered_ids(monkeypatch):
     assert registration.TOOLS_FAMILIES["household"] == "household"
     try:
         register_builtin_tools_variants()
-        assert added[1] not in _REGISTRY  # the base is not registered yet: no twin
+        assert added[1] not in TAGS  # the base is not registered yet: no twin
         turngym.register(added[0], "contract_env:CounterEnv", family="household", max_episode_steps=5)
-        before = set(_REGISTRY)
+        before = set(TAGS)
         register_builtin_tools_variants()
         register_builtin_tools_variants()  # idempotent
-        assert set(_REGISTRY) - before == {added[1]}
+        assert set(TAGS) - before == {added[1]}
         env = turngym.make(added[1])
         assert [t["function"]["name"] for t in env.tools()] == [v["name"] for v in HOUSEHOLD_VERBS]
-        assert turngym.spec(added[1]).family == "household"
+        assert turngym.tags(added[1]).family == "household"
     finally:
         for env_id in added:
-            _REGISTRY.pop(env_id, None)
-            gym.registry.pop(env_id, None)
+            unregister(env_id)
 
 
 # ----- verb tables --------------------------------------------------------------------------------
@@ -287,15 +286,15 @@ def test_specs_render_with_a_real_tokenizer_chat_template():
 
 # ----- household and shop, once their families are registered --------------------------------------
 
-REAL_TOOLS_IDS = [tools_id(base) for base, spec in sorted(_REGISTRY.items())
-                  if spec.family in TOOLS_FAMILIES and tools_id(base) in _REGISTRY]
+REAL_TOOLS_IDS = [tools_id(base) for base, tags in sorted(TAGS.items())
+                  if tags.family in TOOLS_FAMILIES and tools_id(base) in TAGS]
 
 
 def test_every_household_and_shop_id_has_a_tools_twin():
     # issue 18: the README promised Household-Easy-tools-v0 and others that did not exist
-    bases = [i for i, s in _REGISTRY.items() if s.family in TOOLS_FAMILIES and "-tools-" not in i
+    bases = [i for i, t in TAGS.items() if t.family in TOOLS_FAMILIES and "-tools-" not in i
              and not i.startswith("turngym-tests/")]
-    assert all(tools_id(b) in _REGISTRY for b in bases), [b for b in bases if tools_id(b) not in _REGISTRY]
+    assert all(tools_id(b) in TAGS for b in bases), [b for b in bases if tools_id(b) not in TAGS]
 
 
 @pytest.mark.skipif(not REAL_TOOLS_IDS, reason="the household and shop families are not registered on this branch")

@@ -5,7 +5,6 @@ from turngym.core import (
     Completion,
     Conversation,
     EnvPool,
-    EnvSpec,
     Policy,
     Step,
     StepInfo,
@@ -18,6 +17,7 @@ from turngym.core import (
     register,
     spec,
     state_key,
+    tags,
     write_jsonl,
 )
 from turngym.core.registry import hook_gymnasium_make
@@ -29,7 +29,7 @@ register_builtin_envs()
 hook_gymnasium_make()  # plugin ids work in gymnasium.make without calling turngym first
 
 __all__ = [
-    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvSpec", "Policy", "Step",
-    "StepInfo", "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "make", "read_jsonl",
-    "register", "spec", "state_key", "write_jsonl",
+    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "Policy", "Step", "StepInfo",
+    "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "make", "read_jsonl", "register", "spec",
+    "state_key", "tags", "write_jsonl",
 ]

@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from turngym.cli_common import CLIError, format_table
+
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("the README's main job: the best end-to-end run on the embedded model", "turngym.demo"),
@@ -25,10 +27,6 @@ EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
                "turngym.viewer.report"),
     "serve-policy": ("serve a local model as an OpenAI-compatible HTTP API", "turngym.agents.serve"),
 }
-
-
-class CLIError(Exception):
-    """A mistake the user can fix; printed as one line, exit code 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -58,17 +56,6 @@ def positive_int(text: str) -> int:
 positive_int.__name__ = "integer >= 1"  # argparse names the type in its message
 
 
-def serve_until_interrupted(server) -> int:
-    """Serve an http.server until Ctrl-C, then close its socket; the exit code."""
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
 def _add_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="only envs of this family")
     p.add_argument("--splits", action="store_true",
@@ -78,16 +65,17 @@ def _add_list(p: argparse.ArgumentParser) -> None:
 def _run_list(args) -> int:
     import turngym
 
-    specs = [s for s in turngym.list_envs() if not args.family or s.family == args.family]
+    specs = [s for s in turngym.list_envs() if not args.family or turngym.tags(s.id).family == args.family]
     if args.family and not specs:
-        families = sorted({s.family for s in turngym.list_envs()})
+        families = sorted({turngym.tags(s.id).family for s in turngym.list_envs()})
         raise CLIError(f"--family: no env of family {args.family!r}; allowed: {', '.join(families)}")
     if args.splits:
         return _print_splits(specs)
     width = max((len(s.id) for s in specs), default=10)
     for s in specs:
-        tags = f"[{s.family}/{s.modality}{'; needs ' + ','.join(s.needs) if s.needs else ''}]"
-        print(f"{s.id:<{width}}  {tags:<28} {s.description}")
+        t = turngym.tags(s.id)
+        tags = f"[{t.family}/{t.modality}{'; needs ' + ','.join(t.needs) if t.needs else ''}]"
+        print(f"{s.id:<{width}}  {tags:<28} {t.description}")
     if not specs:
         print("no environments registered")
     return 0
@@ -216,18 +204,6 @@ def summarize(trajs) -> dict:
         "mean_return": sum(t.episode_return for t in scorable) / n,
         "mean_steps": sum(t.length for t in scorable) / n,
     }
-
-
-def format_table(rows: list[dict], columns: list[str]) -> str:
-    def cell(v):
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
-    return "\n".join(lines)
 
 
 def _task_ids(env, split: str, env_id: str) -> list[str]:

@@ -107,7 +107,7 @@ def run(args) -> int:
         return 0
     import torch
 
-    from turngym.cli import format_table
+    from turngym.cli_common import format_table
     from turngym.trainers.loop import train
     from turngym.trainers.metrics import read_metrics
 

@@ -4,11 +4,12 @@ from turngym.core.env import STEP_INFO_KEYS, StepInfo, TurnEnv, canonical_json, 
 from turngym.core.policy import Completion, Conversation, Policy
 from turngym.core.pool import EnvPool
 from turngym.core.records import Step, Trajectory, iter_jsonl, read_jsonl, to_dataset, write_jsonl
-from turngym.core.registry import EnvSpec, list_envs, make, register, spec
+from turngym.core.registry import EnvTags, list_envs, make, register, spec, tags
 from turngym.core.spaces import UnicodeText
 
 __all__ = [
-    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvSpec", "Policy", "Step",
+    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvTags", "Policy", "Step",
     "StepInfo", "Trajectory", "TurnEnv", "UnicodeText", "canonical_json", "iter_jsonl",
-    "list_envs", "make", "read_jsonl", "register", "spec", "state_key", "to_dataset", "write_jsonl",
+    "list_envs", "make", "read_jsonl", "register", "spec", "state_key", "tags", "to_dataset",
+    "write_jsonl",
 ]

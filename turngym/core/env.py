@@ -16,7 +16,7 @@ The turn limit is decided here and nowhere else: ``max_turns`` (the constructor'
 registered ``max_episode_steps``), lowered for one episode by ``reset(options={"max_turns": n})``
 (how ``EnvPool.rollout(max_steps=...)`` passes its budget). The step that reaches it is
 truncated with ``done_reason="max_turns"``, and every step that ends an episode has a
-``done_reason``. ``turngym.register`` mirrors ids into Gymnasium without a ``max_episode_steps``,
+``done_reason``. ``turngym.register`` registers ids with Gymnasium without a ``max_episode_steps``,
 so ``gymnasium.make`` adds no ``TimeLimit`` on top; ``env.spec.max_episode_steps`` still shows
 the registered limit.
 """

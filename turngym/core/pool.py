@@ -36,7 +36,7 @@ from typing import Any
 
 from turngym.core.policy import Completion, Conversation, completion_action, completion_reply
 from turngym.core.records import Step, Trajectory
-from turngym.core.registry import _REGISTRY, EnvSpec, make, register, spec
+from turngym.core.registry import TAGS, make, register, registration, spec
 
 BACKENDS = ("inline", "thread", "process", "ray", "remote")
 #: extra seconds a host that has not come up yet (spawning a process, starting a Ray actor,
@@ -59,10 +59,10 @@ class _EnvHost:
     ``(slot, "error", reason)``.
     """
 
-    def __init__(self, env_spec: EnvSpec, env_kwargs: dict[str, Any], slots: list[int]):
-        if env_spec.id not in _REGISTRY:  # a fresh process has only the built-in envs
-            register(**{k: getattr(env_spec, k) for k in EnvSpec.__dataclass_fields__})
-        self.env_id = env_spec.id
+    def __init__(self, env_registration: dict[str, Any], env_kwargs: dict[str, Any], slots: list[int]):
+        if env_registration["id"] not in TAGS:  # a fresh process has only the built-in envs
+            register(**env_registration)
+        self.env_id = env_registration["id"]
         self.env_kwargs = env_kwargs
         self.envs = {slot: None for slot in slots}
 
@@ -553,7 +553,7 @@ class EnvPool:
         per = math.ceil(num_envs / workers)
         slot_lists = [list(range(i, min(i + per, num_envs))) for i in range(0, num_envs, per)]
         self.slot_host = {slot: h for h, slots in enumerate(slot_lists) for slot in slots}
-        hosts_args = [(self.spec, env_kwargs, slots) for slots in slot_lists]
+        hosts_args = [(registration(env_id), env_kwargs, slots) for slots in slot_lists]
         if backend == "inline":
             self._backend: Any = _InlineBackend(hosts_args)
         elif backend == "thread":

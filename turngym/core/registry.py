@@ -1,78 +1,95 @@
-"""Registry of turngym environments, mirrored into Gymnasium's.
+"""Registry of turngym environments: Gymnasium's, plus what turngym records about each id.
 
-``register`` records a spec and mirrors it into Gymnasium's registry, so after
-``import turngym`` both ``turngym.make(id)`` and ``gymnasium.make(id)`` work. Third-party
-packages declare an entry point in the group ``turngym.envs`` whose target is a function that
-calls ``turngym.register``; those are read lazily, on listing or on an unknown id, never at import.
+``register`` puts an id into ``gymnasium.registry`` (entry point, kwargs, nondeterministic) and its
+tags (description, family, modality, needs, turn limit) into ``TAGS``, so after ``import turngym``
+both ``turngym.make(id)`` and ``gymnasium.make(id)`` work. Third-party packages declare an entry
+point in the group ``turngym.envs`` whose target is a function that calls ``turngym.register``;
+those are read lazily, on listing or on an unknown id, never at import.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, load_env_creator
 
 ENTRY_POINT_GROUP = "turngym.envs"
 NEEDS = ("browser", "sandbox", "model")
 
 
 @dataclass(frozen=True)
-class EnvSpec:
-    id: str
-    entry_point: str | Callable[..., Any]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    max_episode_steps: int | None = None
+class EnvTags:
+    """What turngym records about a registered id beyond Gymnasium's ``EnvSpec``."""
+
     description: str = ""
     family: str = ""
     modality: str = "text"
     needs: tuple[str, ...] = ()
-    nondeterministic: bool = False
-
-    @property
-    def tags(self) -> dict[str, Any]:
-        return {"family": self.family, "modality": self.modality, "needs": list(self.needs)}
+    #: the turn limit TurnEnv enforces; kept out of Gymnasium's spec (see ``register``)
+    max_episode_steps: int | None = None
 
 
-_REGISTRY: dict[str, EnvSpec] = {}
+#: id -> tags, for every id registered through ``register``: the entries of
+#: ``gymnasium.registry`` that are turngym's
+TAGS: dict[str, EnvTags] = {}
 _plugins_loaded = False
 
 
 def register(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, Any] | None = None,
              max_episode_steps: int | None = None, description: str = "", family: str = "",
              modality: str = "text", needs: tuple[str, ...] | list[str] = (),
-             nondeterministic: bool = False) -> EnvSpec:
+             nondeterministic: bool = False) -> None:
     """Register an env. The same spec twice is a no-op; a different spec under one id is an error."""
     bad = [n for n in needs if n not in NEEDS]
     if bad:
         raise ValueError(f"needs: unknown {bad}; allowed: {list(NEEDS)}")
-    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs or {}),
-                   max_episode_steps=max_episode_steps, description=description, family=family,
-                   modality=modality, needs=tuple(needs), nondeterministic=nondeterministic)
-    old = _REGISTRY.get(id)
-    if old is not None:
-        if old == spec:
-            return old
-        raise ValueError(f"env id {id!r} is already registered with a different spec: {old} vs {spec}")
-    _REGISTRY[id] = spec
+    kwargs = dict(kwargs or {})
+    t = EnvTags(description=description, family=family, modality=modality, needs=tuple(needs),
+                max_episode_steps=max_episode_steps)
+    if id in TAGS:
+        old, new = registration(id), _arguments(id, entry_point, kwargs, nondeterministic, t)
+        if old == new:
+            return
+        raise ValueError(f"env id {id!r} is already registered with a different spec: {old} vs {new}")
     # No max_episode_steps for Gymnasium: the env decides its turn limit itself (TurnEnv.step,
     # with done_reason "max_turns"), so gymnasium.make must not add a TimeLimit on top. The
     # env's spec shows the limit all the same (TurnEnv fills it in from registered_turn_limit).
-    gym.register(id=id, entry_point=entry_point, kwargs=dict(spec.kwargs),
-                 nondeterministic=nondeterministic, disable_env_checker=False)
-    return spec
+    gym.register(id=id, entry_point=entry_point, kwargs=kwargs, nondeterministic=nondeterministic,
+                 disable_env_checker=False)
+    TAGS[id] = t
+
+
+def _arguments(id: str, entry_point: str | Callable[..., Any], kwargs: dict[str, Any],
+               nondeterministic: bool, t: EnvTags) -> dict[str, Any]:
+    return {"id": id, "entry_point": entry_point, "kwargs": kwargs,
+            "nondeterministic": nondeterministic, **dataclasses.asdict(t)}
+
+
+def registration(id: str) -> dict[str, Any]:
+    """``register``'s keyword arguments for a registered id: to register it again in another
+    process (EnvPool's hosts), or to register a variant of it (tools mode)."""
+    t = tags(id)
+    s = gym.registry[id]
+    return _arguments(id, s.entry_point, dict(s.kwargs), s.nondeterministic, t)
+
+
+def unregister(id: str) -> None:
+    """Forget an id, in Gymnasium's registry and here (for ids registered only for a while)."""
+    TAGS.pop(id, None)
+    gym.registry.pop(id, None)
 
 
 def registered_turn_limit(id: str) -> int | None:
     """The ``max_episode_steps`` an id was registered with (None: not a turngym id, or no limit)."""
-    spec = _REGISTRY.get(id)
-    return spec.max_episode_steps if spec is not None else None
+    t = TAGS.get(id)
+    return t.max_episode_steps if t is not None else None
 
 
 def load_plugins() -> None:
@@ -109,26 +126,27 @@ def hook_gymnasium_make() -> None:
     gym_registration._find_spec = find_spec
 
 
-def spec(id: str) -> EnvSpec:
-    if id not in _REGISTRY:
+def tags(id: str) -> EnvTags:
+    """What turngym records about a registered id: description, family, modality, needs, turn limit."""
+    if id not in TAGS:
         load_plugins()
-    if id not in _REGISTRY:
-        close = difflib.get_close_matches(id, list(_REGISTRY), n=3)
+    if id not in TAGS:
+        close = difflib.get_close_matches(id, list(TAGS), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else "; run `turngym list` to see them"
         raise ValueError(f"unknown env id {id!r}{hint}")
-    return _REGISTRY[id]
+    return TAGS[id]
+
+
+def spec(id: str) -> EnvSpec:
+    """Gymnasium's spec of a registered id, with the turn limit as ``max_episode_steps`` (the
+    spec an env made from it carries)."""
+    limit = tags(id).max_episode_steps
+    return dataclasses.replace(gym.registry[id], max_episode_steps=limit)
 
 
 def list_envs() -> list[EnvSpec]:
     load_plugins()
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
-
-
-def _resolve(entry_point: str | Callable[..., Any]) -> Callable[..., Any]:
-    if callable(entry_point):
-        return entry_point
-    module, _, name = entry_point.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return [spec(k) for k in sorted(TAGS)]
 
 
 def make(id: str, **kwargs: Any):
@@ -137,11 +155,10 @@ def make(id: str, **kwargs: Any):
     ``gymnasium.make(id)`` gives the same env inside Gymnasium's usual wrapper stack.
     """
     s = spec(id)
-    factory = _resolve(s.entry_point)
+    factory = s.entry_point if callable(s.entry_point) else load_env_creator(s.entry_point)
     _check_kwargs(id, factory, kwargs)
     env = factory(**{**s.kwargs, **kwargs})
-    env.spec = dataclasses.replace(gym.spec(id), kwargs={**s.kwargs, **kwargs},
-                                   max_episode_steps=s.max_episode_steps)
+    env.spec = dataclasses.replace(s, kwargs={**s.kwargs, **kwargs})
     return env
 
 

@@ -33,7 +33,7 @@ class RemoteBackend:
         self.servers = [s.rstrip("/") for s in servers]
         self.clients = [EnvClient(url, token=token, timeout=timeout) for url in self.servers]
         self.host_server = [h % len(self.servers) for h in range(len(hosts_args))]
-        self.env_id = [args[0].id for args in hosts_args]
+        self.env_id = [args[0]["id"] for args in hosts_args]
         self.env_kwargs = [dict(args[1]) for args in hosts_args]
         self.host_slots = [list(args[2]) for args in hosts_args]
         self.sessions: dict[int, str] = {}          # slot -> its session id

@@ -19,8 +19,9 @@ import re
 import secrets
 from typing import Any
 
+from gymnasium.envs.registration import load_env_creator
+
 from turngym.core.env import TurnEnv
-from turngym.core.registry import _resolve
 from turngym.tools.executor import ON_ERROR, Executor, ToolResult
 from turngym.tools.parsers import ParseResult, ToolCall, format_hermes, parse_tool_calls
 from turngym.tools.schema import Tool, ToolSet
@@ -71,7 +72,7 @@ class ToolsModeEnv(TurnEnv):
         base_kwargs = {**(base_kwargs or {}), **overrides}
         if split is not None:
             base_kwargs["split"] = split
-        self.base = _resolve(base_entry_point)(**base_kwargs)
+        self.base = load_env_creator(base_entry_point)(**base_kwargs)
         self.default_split = self.base.split  # the base decides which split is the default
         super().__init__(split=split or self.base.split, max_turns=max_turns, render_mode=render_mode)
         self.base_id = base_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turngym.core.registry import _REGISTRY, register
+from turngym.core.registry import TAGS, register, registration
 
 #: family -> verb table: every registered id of these families gets a tools-mode twin
 #: (``turngym/Household-Easy-v0`` -> ``turngym/Household-Easy-tools-v0``). ToolQA, code and the
@@ -24,21 +24,19 @@ def tools_id(base_id: str) -> str:
 
 def register_tools_variant(base_id: str, verbs: str | list[dict[str, Any]], id: str | None = None,
                            **options: Any):
-    """Register a tools-mode id for a registered text env; returns its EnvSpec.
+    """Register a tools-mode id for a registered text env.
 
     ``options`` go to ``ToolsModeEnv`` (e.g. ``on_error="end"``, ``plain_commands=False``).
     """
-    base = _REGISTRY.get(base_id)
-    if base is None:
+    if base_id not in TAGS:
         raise ValueError(f"base_id: {base_id!r} is not registered")
-    if not isinstance(base.entry_point, str):
+    base = registration(base_id)
+    if not isinstance(base["entry_point"], str):
         raise ValueError(f"base_id: {base_id!r} has a callable entry point; tools mode needs 'module:Class'")
-    kwargs = {"base_id": base_id, "base_entry_point": base.entry_point, "base_kwargs": dict(base.kwargs),
+    kwargs = {"base_id": base_id, "base_entry_point": base["entry_point"], "base_kwargs": base["kwargs"],
               "verbs": verbs, **options}
-    return register(id or tools_id(base_id), ENTRY_POINT, kwargs=kwargs,
-                    max_episode_steps=base.max_episode_steps,
-                    description=f"{base.description} (tools mode)".strip(), family=base.family,
-                    modality=base.modality, needs=base.needs, nondeterministic=base.nondeterministic)
+    register(**{**base, "id": id or tools_id(base_id), "entry_point": ENTRY_POINT, "kwargs": kwargs,
+                "description": f"{base['description']} (tools mode)".strip()})
 
 
 def register_builtin_tools_variants() -> None:
@@ -47,7 +45,9 @@ def register_builtin_tools_variants() -> None:
     Called from ``turngym.envs.register_builtin_envs`` after the families registered, so it
     registers nothing for a family that is not installed.
     """
-    for base_id, spec in list(_REGISTRY.items()):
-        if (spec.family in TOOLS_FAMILIES and spec.entry_point != ENTRY_POINT
-                and isinstance(spec.entry_point, str) and tools_id(base_id) not in _REGISTRY):
-            register_tools_variant(base_id, TOOLS_FAMILIES[spec.family])
+    for base_id, tags in list(TAGS.items()):
+        if tags.family not in TOOLS_FAMILIES or tools_id(base_id) in TAGS:
+            continue
+        entry_point = registration(base_id)["entry_point"]
+        if entry_point != ENTRY_POINT and isinstance(entry_point, str):
+            register_tools_variant(base_id, TOOLS_FAMILIES[tags.family])

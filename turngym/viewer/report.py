@@ -500,7 +500,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from turngym.cli import CLIError
+    from turngym.cli_common import CLIError
 
     path = Path(args.path)
     if not path.exists():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import turngym
+from turngym.core.registry import register
 
 # Every task page bundled in the miniwob 1.x wheel (html/miniwob/*.html, html/flight/*/).
 MINIWOB_TASKS = """
@@ -55,18 +55,18 @@ def miniwob_id(task: str) -> str:
 
 def register_envs() -> None:
     for task in MINIWOB_TASKS + FLIGHT_TASKS:
-        turngym.register(
+        register(
             miniwob_id(task), "turngym.envs.browser.miniwob:MiniWoBEnv", kwargs={"task": task},
             max_episode_steps=30 if task.startswith(LONG_TASKS) else 15,
             description=f"MiniWoB++ {task} in Chromium (accessibility tree + bids)",
             family="miniwob", modality="gui", needs=("browser",),
             nondeterministic=task in NONDETERMINISTIC)
-    turngym.register(
+    register(
         "turngym/ShopPages-v0", "turngym.envs.browser.shop_pages:ShopPagesEnv",
         kwargs={"catalog_size": "1k"}, max_episode_steps=20,
         description="The shop's HTML pages in Chromium: same goals, splits and reward as turngym/Shop-v0",
         family="browser", modality="gui", needs=("browser",))
-    turngym.register(
+    register(
         "turngym/ShopPages-tools-v0", "turngym.envs.browser.shop_pages:ShopPagesEnv",
         kwargs={"catalog_size": "1k", "action_mode": "tools"}, max_episode_steps=20,
         description="turngym/ShopPages-v0 in tools mode: the browser actions as function calls",

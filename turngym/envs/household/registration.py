@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-import turngym
+from turngym.core.registry import register
 
 ENTRY = "turngym.envs.household.env:HouseholdEnv"
 
@@ -30,11 +30,11 @@ PRESETS = {
 
 def register_envs() -> None:
     for env_id, (kwargs, steps, description) in PRESETS.items():
-        turngym.register(env_id, ENTRY, kwargs=kwargs, max_episode_steps=steps,
-                         description=description, family="household")
+        register(env_id, ENTRY, kwargs=kwargs, max_episode_steps=steps,
+                 description=description, family="household")
     # only where the engine is installed: without it the id could not even reset
     if importlib.util.find_spec("textworld") and importlib.util.find_spec("alfworld"):
-        turngym.register("turngym/ALFWorld-v0", "turngym.envs.household.alfworld_env:ALFWorldEnv",
-                         max_episode_steps=50, family="household",
-                         description="ALFWorld game files played by the real engine (TextWorld's PDDL "
-                                     "env, ALFWorld 0.4.2's domain and grammar); needs turngym[alfworld]")
+        register("turngym/ALFWorld-v0", "turngym.envs.household.alfworld_env:ALFWorldEnv",
+                 max_episode_steps=50, family="household",
+                 description="ALFWorld game files played by the real engine (TextWorld's PDDL "
+                             "env, ALFWorld 0.4.2's domain and grammar); needs turngym[alfworld]")

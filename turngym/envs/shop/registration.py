@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import turngym
+from turngym.core.registry import register
 
 ENTRY_POINT = "turngym.envs.shop.env:ShopEnv"
 MAX_STEPS = 15  # the cap RL papers use on WebShop
@@ -29,5 +29,5 @@ SHOP_IDS: dict[str, tuple[dict, str]] = {
 
 def register_envs() -> None:
     for env_id, (kwargs, description) in SHOP_IDS.items():
-        turngym.register(env_id, ENTRY_POINT, kwargs=kwargs, max_episode_steps=MAX_STEPS,
-                         description=description, family="shop", modality="text")
+        register(env_id, ENTRY_POINT, kwargs=kwargs, max_episode_steps=MAX_STEPS,
+                 description=description, family="shop", modality="text")

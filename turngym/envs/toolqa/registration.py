@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import turngym
+from turngym.core.registry import register
 
 _DESCRIPTION = "questions that need a tool: calculator, local search, python; exact grading"
 
 
 def register_envs() -> None:
-    turngym.register("turngym/ToolQA-v0", "turngym.envs.toolqa.env:ToolQAEnv", max_episode_steps=8,
-                     description=f"ToolQA: {_DESCRIPTION}", family="toolqa", modality="tools")
+    register("turngym/ToolQA-v0", "turngym.envs.toolqa.env:ToolQAEnv", max_episode_steps=8,
+             description=f"ToolQA: {_DESCRIPTION}", family="toolqa", modality="tools")
     for kind in ("arithmetic", "units", "lookup", "data"):
-        turngym.register(f"turngym/ToolQA-{kind}-v0", "turngym.envs.toolqa.env:ToolQAEnv",
-                         kwargs={"kinds": [kind]}, max_episode_steps=8,
-                         description=f"ToolQA, {kind} questions only", family="toolqa", modality="tools")
+        register(f"turngym/ToolQA-{kind}-v0", "turngym.envs.toolqa.env:ToolQAEnv",
+                 kwargs={"kinds": [kind]}, max_episode_steps=8,
+                 description=f"ToolQA, {kind} questions only", family="toolqa", modality="tools")
