@@ -30,8 +30,8 @@ from test_sandbox_hostile import LIMITS, _backend_params
 import turngym
 from turngym import sandbox
 from turngym.sandbox import worker as worker_module
-from turngym.sandbox.common import Limits
-from turngym.sandbox.native import _read_tar, is_root
+from turngym.sandbox.common import Limits, read_tar
+from turngym.sandbox.native import is_root
 
 BACKENDS = _backend_params()
 SECRET = f"turngym-secret-{uuid.uuid4().hex}"
@@ -373,7 +373,7 @@ def test_sparse_tar_members_are_rejected():
     blob = _sparse_tar(24, 15)  # about 60 KB of tar that unpacks to 360 MiB
     assert len(blob) < 1 << 20
     limits = Limits(disk_mb=64, max_file_mb=16)
-    files = _read_tar(blob, limits) or {}
+    files = read_tar(blob, limits) or {}
     assert sum(len(v) for v in files.values()) <= 64 << 20
     assert not any(name.startswith("s") for name in files)
 
@@ -390,7 +390,7 @@ def test_special_tar_members_are_rejected():
         info = tarfile.TarInfo("ok.txt")
         info.size = 2
         tar.addfile(info, io.BytesIO(b"ok"))
-    assert _read_tar(buf.getvalue(), Limits()) == {"ok.txt": "ok"}
+    assert read_tar(buf.getvalue(), Limits()) == {"ok.txt": "ok"}
 
 
 # ----- conflicting files= --------------------------------------------------------------------------------

@@ -179,3 +179,92 @@ def test_parser_never_raises(text):
     assert r.ok or isinstance(r.error, str)
     for c in r.calls:
         assert isinstance(c.name, str) and isinstance(c.arguments, dict)
+
+
+# ----- what each former parser's caller reads (pinned when the three parsers became one module) ----
+#
+# serve-policy (``split_tool_calls``): Hermes blocks out of a reply as OpenAI ``tool_calls``; a block
+# it cannot read stays in the content, untouched. The code envs (``parse_command``): one JSON call or
+# a command line, else a one-line error that becomes the observation.
+
+SPLIT_CASES = [
+    ('Let me look.\n<tool_call>{"name": "search", "arguments": {"q": "mug"}}</tool_call>',
+     "Let me look.", [("search", '{"q": "mug"}')]),
+    ('<tool_call>\n{"name": "f", "parameters": {"x": 1}}\n</tool_call>', "", [("f", '{"x": 1}')]),
+    ('<tool_call>{"name": "f", "arguments": "{\\"x\\": 1}"}</tool_call>', "", [("f", '{"x": 1}')]),
+    ('<tool_call>{"name": "f", "arguments": "not json"}</tool_call>', "", [("f", "not json")]),
+    ('<tool_call>{"name": "f"}</tool_call>', "", [("f", "{}")]),
+    ('<tool_call>{"name": "f", "arguments": [1, 2]}</tool_call>', "", [("f", "[1, 2]")]),
+    ('<tool_call>{"name": "w", "arguments": {"city": "Zürich"}}</tool_call>', "", [("w", '{"city": "Zürich"}')]),
+    ('x <tool_call>{"name": "f", "arguments": {}}', "x", [("f", "{}")]),  # cut off after a whole call
+    ('a <tool_call>{oops</tool_call> b', "a <tool_call>{oops</tool_call> b", []),
+    ('<tool_call>{"arguments": {}}</tool_call>', '<tool_call>{"arguments": {}}</tool_call>', []),
+    ('<tool_call>[{"name": "f"}]</tool_call>', '<tool_call>[{"name": "f"}]</tool_call>', []),
+    ('<tool_call>{"name": "a"}</tool_call> then <tool_call>{"name": "b", "arguments": {"k": 2}}</tool_call>',
+     "then", [("a", "{}"), ("b", '{"k": 2}')]),
+    ("no calls at all ", "no calls at all", []),
+]
+
+
+@pytest.mark.parametrize("text, content, calls", SPLIT_CASES)
+def test_split_tool_calls_serve_policy_formats(text, content, calls):
+    from turngym.tools.parsers import split_tool_calls
+
+    got_content, got = split_tool_calls(text)
+    assert got_content == content
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in got] == calls
+    assert all(c["type"] == "function" and c["id"].startswith("call_") for c in got)
+    assert len({c["id"] for c in got}) == len(got)
+
+
+COMMANDS = ("run", "submit")
+COMMAND_CASES = [
+    ('{"name": "run", "arguments": {"code": "print(1)"}}', ("run", {"code": "print(1)"}, "")),
+    ('  {"name": "submit", "arguments": "{\\"code\\": \\"x\\"}"}\n', ("submit", {"code": "x"}, "")),
+    ('{"name": "run"}', ("run", {}, "")),
+    ('{"name": "run", "parameters": {"code": "x"}}', ("run", {}, "")),
+    ("RUN  now\n```python\nprint(1)\n```", ("run", {}, "now\n```python\nprint(1)\n```")),
+    ("submit", ("submit", {}, "")),
+    ("submit \nbelow", ("submit", {}, "\nbelow")),
+    ('{"name": ', "the tool call is not valid JSON (Expecting value at char 8)"),
+    ('{"name": "run", "arguments": "{oops"}', "the tool call's arguments are not a JSON object"),
+    ('{"name": "run", "arguments": ""}', "the tool call's arguments are not a JSON object"),
+    ('{"name": "run", "arguments": [1]}', "the tool call's arguments must be a JSON object"),
+    ('{"name": "run", "arguments": null}', "the tool call's arguments must be a JSON object"),
+    ('{"arguments": {}}', 'a tool call must be a JSON object {"name": ..., "arguments": {...}}'),
+    ('{"function": {"name": "run", "arguments": "{}"}}',
+     'a tool call must be a JSON object {"name": ..., "arguments": {...}}'),
+    ('{"name": "rm", "arguments": {}}', "unknown tool 'rm'; tools: run, submit"),
+    ("   \n", "empty action; commands: run, submit"),
+    ("Please run it", "unknown command 'please'; commands: run, submit"),
+    ('<tool_call>{"name": "run", "arguments": {}}</tool_call>',
+     "unknown command '<tool_call>{\"name\":'; commands: run, submit"),
+]
+
+
+@pytest.mark.parametrize("action, expected", COMMAND_CASES)
+def test_parse_command_code_env_formats_and_errors(action, expected):
+    from turngym.tools.parsers import Command, parse_command
+
+    got = parse_command(action, COMMANDS)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert isinstance(got, Command) and (got.name, got.arguments, got.rest) == expected
+
+
+def test_format_hermes_takes_tool_calls_and_openai_dicts():
+    from turngym.tools.parsers import split_tool_calls
+
+    openai = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": "é"}'}},
+              {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "not json"}},
+              {"name": "h", "arguments": {"y": 2}}]
+    text = format_hermes(openai)
+    assert text == ('<tool_call>{"name": "f", "arguments": {"x": "é"}}</tool_call>\n'
+                    '<tool_call>{"name": "g", "arguments": "not json"}</tool_call>\n'
+                    '<tool_call>{"name": "h", "arguments": {"y": 2}}</tool_call>')
+    assert format_hermes(ToolCall("f", {"x": "é"})) == text.splitlines()[0] == format_hermes(openai[0])
+    assert format_hermes([]) == ""
+    # what serve-policy splits off a reply, format_hermes writes back the same
+    _, calls = split_tool_calls(text)
+    assert format_hermes(calls) == text

@@ -410,6 +410,29 @@ def test_curves_put_every_evaluation_at_its_stage():
     assert [x for x, _, _ in eval_points(no_sft, "success_rate")] == [0.0, 3.0]
 
 
+def test_one_summary_two_shapes():
+    """``turngym eval`` prints ``summarize``; metrics.jsonl logs ``summary_row`` (episodes counts
+    the scorable ones, and an all-unscorable batch logs only that 0)."""
+    from turngym.core.records import Step, Trajectory
+    from turngym.trainers.loop import summary_row
+    from turngym.trainers.metrics import summarize
+
+    def traj(ret, success, steps, scorable=True):
+        return Trajectory("e", "t", 0, steps=[Step(i, "o", "a") for i in range(steps)], episode_return=ret,
+                          success=success, scorable=scorable)
+
+    batch = [traj(1.0, True, 2), traj(0.5, False, 4), traj(0.0, False, 9, scorable=False)]
+    assert summarize(batch) == {"episodes": 3, "unscorable": 1, "success_rate": 0.5, "mean_return": 0.75,
+                                "mean_steps": 3.0}
+    assert list(summary_row(batch, "eval").items()) == [
+        ("eval/success_rate", 0.5), ("eval/mean_return", 0.75), ("eval/mean_steps", 3.0), ("eval/episodes", 2),
+        ("eval/unscorable", 1)]
+    failed = [traj(0.0, False, 1, scorable=False)]
+    assert summarize(failed) == {"episodes": 1, "unscorable": 1, "success_rate": 0.0, "mean_return": 0.0,
+                                 "mean_steps": 0.0}
+    assert summary_row(failed, "train") == {"train/episodes": 0}
+
+
 def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch):
     from turngym.trainers import loop
 

@@ -167,43 +167,30 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
     if episodes is not None:
         tasks = tasks[:episodes]
     bar = tqdm(total=len(tasks) * group_size, desc=f"eval {env_id}", disable=not progress, unit="ep")
-    written = []
 
     def on_trajectory(traj):
-        bar.update(1)
         traj.metadata.setdefault("split", split)  # the report groups results by split
         if out:
             turngym.write_jsonl(out, [traj])
-        written.append(traj)
 
     if out:
         _check_out(out)
         Path(out).unlink(missing_ok=True)
-    from turngym.trainers.rollout import with_progress
+    from turngym.trainers.metrics import summarize
+    from turngym.trainers.rollout import collect
 
     try:
         with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
-            # per-turn progress (turns done, tokens/s): LLM episodes can take minutes each
-            trajs = pool.rollout(with_progress(policy, bar), tasks, group_size=group_size, seed=seed,
-                                 on_trajectory=on_trajectory)
+            # the trainer's rollout: per-turn progress (turns done, tokens/s), since LLM episodes
+            # can take minutes each; 200 turns at most, the pool's default
+            trajs = collect(pool, policy, tasks, group_size=group_size, seed=seed, max_steps=200,
+                            on_trajectory=on_trajectory, bar=bar)
     except BaseException:
         bar.leave = False  # clear the bar: the error that follows is the one line to read
         bar.close()
         raise
     bar.close()
     return trajs, summarize(trajs)
-
-
-def summarize(trajs) -> dict:
-    scorable = [t for t in trajs if t.scorable]
-    n = max(len(scorable), 1)
-    return {
-        "episodes": len(trajs),
-        "unscorable": len(trajs) - len(scorable),
-        "success_rate": sum(t.success for t in scorable) / n,
-        "mean_return": sum(t.episode_return for t in scorable) / n,
-        "mean_steps": sum(t.length for t in scorable) / n,
-    }
 
 
 def _task_ids(env, split: str, env_id: str) -> list[str]:

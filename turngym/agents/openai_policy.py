@@ -22,13 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
-from turngym.agents.prompts import (
-    PromptConfig,
-    build_messages,
-    extract_action,
-    tool_calls_to_text,
-)
+from turngym.agents.prompts import PromptConfig, build_messages, extract_action
 from turngym.core.policy import Completion, Conversation
+from turngym.tools.parsers import format_hermes
 
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 
@@ -119,7 +115,7 @@ class OpenAIPolicy:
         tool_calls = [call.model_dump() for call in (message.tool_calls or [])] or None
         text = message.content or ""
         if tool_calls:
-            text = f"{text}\n{tool_calls_to_text(tool_calls)}".strip()
+            text = f"{text}\n{format_hermes(tool_calls)}".strip()
         action = extract_action(text, self.prompt, has_tools=bool(tools))
         completion = Completion(reply=text, action=action, finish_reason=choice.finish_reason or "stop",
                                 tool_calls=tool_calls)

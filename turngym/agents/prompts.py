@@ -19,19 +19,19 @@ instructions, then observations and the agent's replies) and the latest StepInfo
 Tool specs (``Conversation.tools``: the ``info["tools"]`` an env announces on reset, kept for
 the whole episode) go to the model through the chat template when it supports tools, otherwise
 as a block in the system prompt asking for Hermes-style
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` replies; ``parse_tool_calls``
-reads those back.
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` replies, which the parsers of
+``turngym.tools.parsers`` read back.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from turngym.core.policy import Conversation
+from turngym.tools.parsers import format_hermes
 
 ACTION_FORMATS = ("plain", "tags")
 HISTORY_MODES = ("full", "transcript", "last_k", "summary")
@@ -148,7 +148,6 @@ def _one_line(text: Any, limit: int = 80) -> str:
 # ----- replies -> actions --------------------------------------------------------------------
 
 _ACTION_TAG = re.compile(r"<action>(.*?)(?:</action>|$)", re.S)
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
 
 def extract_action(text: str, config: PromptConfig, has_tools: bool = False) -> str:
@@ -176,51 +175,13 @@ def tools_system_block(tools: list[dict]) -> str:
             "To call a tool, reply with <tool_call>{\"name\": \"TOOL_NAME\", \"arguments\": {...}}</tool_call>.")
 
 
-def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """Split a reply into (content without tool calls, OpenAI-shaped tool calls).
-
-    Blocks whose JSON does not parse, or has no ``name``, stay in the content untouched.
-    """
-    calls, keep = [], text
-    for match in _TOOL_CALL.finditer(text):
-        try:
-            data = json.loads(match.group(1))
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-            continue
-        arguments = data.get("arguments", data.get("parameters", {}))
-        calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                      "function": {"name": data["name"],
-                                   "arguments": arguments if isinstance(arguments, str)
-                                   else json.dumps(arguments, ensure_ascii=False)}})
-        keep = keep.replace(match.group(0), "", 1)
-    return keep.strip(), calls
-
-
-def tool_calls_to_text(tool_calls: list[dict[str, Any]]) -> str:
-    """OpenAI-shaped tool calls as Hermes ``<tool_call>`` text (what text-mode envs and templates read)."""
-    blocks = []
-    for call in tool_calls:
-        fn = call.get("function", call)
-        arguments = fn.get("arguments", {})
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                pass
-        blocks.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": arguments},
-                                                 ensure_ascii=False) + "</tool_call>")
-    return "\n".join(blocks)
-
-
 def flatten_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages a plain-text chat template can render: assistant tool calls as text, no None content."""
     out = []
     for m in messages:
         m = dict(m)
         if m.get("role") == "assistant" and m.get("tool_calls"):
-            text = tool_calls_to_text(m.pop("tool_calls"))
+            text = format_hermes(m.pop("tool_calls"))
             m["content"] = f"{m.get('content') or ''}\n{text}".strip()
         if not isinstance(m.get("content"), str):
             content = m.get("content")

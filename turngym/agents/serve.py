@@ -22,7 +22,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from turngym.agents.prompts import parse_tool_calls
+from turngym.tools.parsers import split_tool_calls
 
 
 class _Batcher:
@@ -202,7 +202,7 @@ def _refused_option(extra: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def _choice(index: int, gen, tokenizer, with_tools: bool, logprobs: bool, token_ids: bool) -> dict[str, Any]:
-    content, calls = parse_tool_calls(gen.text) if with_tools else (gen.text, [])
+    content, calls = split_tool_calls(gen.text) if with_tools else (gen.text, [])
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
     if calls:
         message["tool_calls"] = calls

@@ -1,13 +1,16 @@
-"""What every sandbox backend shares: limits, the result record, rlimits and the output pump."""
+"""What every sandbox backend shares: limits, the result record, rlimits, the output pump and the
+tars that carry files in and out."""
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
 import resource
 import selectors
 import sys
+import tarfile
 import time
 from dataclasses import dataclass, field
 
@@ -218,3 +221,50 @@ def check_files(files: dict) -> dict:
 def sandbox_python() -> str:
     """The interpreter sandboxed code runs with: this process's own (its venv included)."""
     return sys.executable
+
+
+def tar_of(files: dict[str, bytes], mode: int, owner: int = 0) -> bytes:
+    """An uncompressed tar of ``files`` (relative path -> bytes): how files enter a sandbox."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, data in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            info.mode = mode
+            info.uid = info.gid = owner
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def read_tar(blob: bytes, limits: Limits, res: Result | None = None) -> dict[str, str | bytes] | None:
+    """Regular files of a tar, at most disk_mb in all. Sparse members (a few KB that unpack to
+    gigabytes), links, devices and fifos are rejected (listed in ``res.extra["collect_rejected"]``)."""
+    if not blob:
+        return None
+    out: dict[str, str | bytes] = {}
+    rejected: list[str] = []
+    budget = limits.disk_mb << 20
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+            for member in tar:
+                name = os.path.normpath(member.name)
+                if member.isdir():
+                    continue
+                if (not member.isreg() or member.issparse() or member.size > (limits.max_file_mb << 20)
+                        or member.size > budget or name.startswith("..") or os.path.isabs(name)):
+                    rejected.append(member.name[:200])
+                    continue
+                budget -= member.size
+                out[name] = text_or_bytes(tar.extractfile(member).read(member.size))
+    except (tarfile.TarError, OSError, EOFError):
+        return None
+    if rejected and res is not None:
+        res.extra["collect_rejected"] = rejected[:50]
+    return out
+
+
+def text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data

@@ -12,16 +12,22 @@ calls) and the ``nobody`` user.
 from __future__ import annotations
 
 import base64
-import io
 import os
 import secrets
 import socket
-import tarfile
 import threading
 import time
 from functools import lru_cache
 
-from turngym.sandbox.common import Limits, Result, decode, looks_out_of_memory, relative_path
+from turngym.sandbox.common import (
+    Limits,
+    Result,
+    decode,
+    looks_out_of_memory,
+    read_tar,
+    relative_path,
+    tar_of,
+)
 from turngym.sandbox.docker_image import IMAGE  # any image with python3 and /bin/sh: TURNGYM_DOCKER_IMAGE
 
 WORK = "/sandbox"
@@ -117,7 +123,7 @@ def run_docker(command: str | list[str] | None, is_code: bool, files: dict, stdi
         sock = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         raw = getattr(sock, "_sock", sock)
         container.start()
-        raw.sendall(_tar(files))
+        raw.sendall(tar_of(files, mode=0o666, owner=65534))  # the container's user owns its files
         raw.shutdown(socket.SHUT_WR)
         killer: list[threading.Thread] = []
 
@@ -217,23 +223,9 @@ def _read_frames(sock, deadline: float, out_cap: int, err_cap: int, kill) -> tup
     return {k: bytes(v) for k, v in streams.items()}, timed_out, truncated
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for rel, data in files.items():
-            info = tarfile.TarInfo(rel)
-            info.size = len(data)
-            info.mode = 0o666
-            info.uid = info.gid = 65534  # the container's user owns its files
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _untar(blob: bytes, limits: Limits, res: Result) -> dict[str, str | bytes] | None:
-    """The archive's regular files (checked as the native backends' are)."""
-    from turngym.sandbox.native import _read_tar
-
-    files = _read_tar(blob, limits, res)
+    """The archive's regular files (checked as the native backends' are), but the code's stdin."""
+    files = read_tar(blob, limits, res)
     if files is None:
         return None
     return {name: data for name, data in files.items() if name != ".stdin"}

@@ -4,14 +4,12 @@ inside bubblewrap's namespaces (``bwrap``) or on the host file system (``process
 from __future__ import annotations
 
 import ctypes
-import io
 import os
 import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -25,9 +23,12 @@ from turngym.sandbox.common import (
     fresh_uid,
     looks_out_of_memory,
     pump,
+    read_tar,
     relative_path,
     sandbox_python,
     set_rlimits,
+    tar_of,
+    text_or_bytes,
 )
 from turngym.sandbox.seccomp import filter_fd, user_namespace_filter
 
@@ -282,43 +283,9 @@ def _collect(collector, limits, res) -> None:
     """Put the work dir's files (read from the capped collect pipe) into ``res.files``."""
     blob, over = collector()
     if res.error is None and not res.timed_out:
-        res.files = _read_tar(blob, limits, res) if not over else None
+        res.files = read_tar(blob, limits, res) if not over else None
         if over:
             res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
-
-
-def _read_tar(blob: bytes, limits: Limits, res: Result | None = None) -> dict[str, str | bytes] | None:
-    """Regular files of a tar, at most disk_mb in all. Sparse members (a few KB that unpack to
-    gigabytes), links, devices and fifos are rejected (listed in ``res.extra["collect_rejected"]``)."""
-    if not blob:
-        return None
-    out: dict[str, str | bytes] = {}
-    rejected: list[str] = []
-    budget = limits.disk_mb << 20
-    try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
-            for member in tar:
-                name = os.path.normpath(member.name)
-                if member.isdir():
-                    continue
-                if (not member.isreg() or member.issparse() or member.size > (limits.max_file_mb << 20)
-                        or member.size > budget or name.startswith("..") or os.path.isabs(name)):
-                    rejected.append(member.name[:200])
-                    continue
-                budget -= member.size
-                out[name] = _text_or_bytes(tar.extractfile(member).read(member.size))
-    except (tarfile.TarError, OSError, EOFError):
-        return None
-    if rejected and res is not None:
-        res.extra["collect_rejected"] = rejected[:50]
-    return out
-
-
-def _text_or_bytes(data: bytes) -> str | bytes:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
 
 
 # ----- process ------------------------------------------------------------------------------
@@ -396,7 +363,7 @@ def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits:
     status_r, status_w = os.pipe()
     collect_r, collect_w = os.pipe() if collect_files else (None, None)
     try:
-        _write_all(files_fd, _tar_of(files))
+        _write_all(files_fd, tar_of(files, mode=0o644))
         os.lseek(files_fd, 0, os.SEEK_SET)
         args = ["/bin/bash", "-c", _PROCESS_SCRIPT, "sandbox", str(uid), str(limits.disk_mb << 20), PROCESS_WORK,
                 str(files_fd), "-" if collect_w is None else str(collect_w), str(status_w), *argv]
@@ -419,17 +386,6 @@ def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits:
     finally:
         _close(files_fd, status_r, status_w, collect_r, collect_w)
         kill_all_of_uid(uid)
-
-
-def _tar_of(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for rel, data in files.items():
-            info = tarfile.TarInfo(rel)
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def _read_all(fd: int) -> bytes:
@@ -468,7 +424,7 @@ def _read_dir(work: str, limits: Limits) -> dict[str, str | bytes]:
             full = os.path.join(dirpath, n)
             st = os.lstat(full)
             if stat.S_ISREG(st.st_mode) and st.st_size <= (limits.max_file_mb << 20):
-                out[os.path.relpath(full, work)] = _text_or_bytes(Path(full).read_bytes())
+                out[os.path.relpath(full, work)] = text_or_bytes(Path(full).read_bytes())
     return out
 
 

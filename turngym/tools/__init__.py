@@ -15,7 +15,7 @@ _EXPORTS = {
     "tool": "schema", "Tool": "schema", "ToolSet": "schema", "function_schema": "schema", "SchemaError": "schema",
     "ToolCall": "parsers", "ParseResult": "parsers", "parse_tool_calls": "parsers", "parse_hermes": "parsers",
     "parse_json": "parsers", "parse_openai": "parsers", "parse_react": "parsers", "format_hermes": "parsers",
-    "assistant_message": "parsers",
+    "split_tool_calls": "parsers", "parse_command": "parsers", "Command": "parsers", "assistant_message": "parsers",
     "Executor": "executor", "ToolResult": "executor", "ERROR_KINDS": "executor",
     "ToolsModeEnv": "modes", "register_tools_variant": "registration", "tools_id": "registration",
     "calculator": "builtin", "python_tool": "builtin", "shell_tool": "builtin", "workspace_tools": "builtin",

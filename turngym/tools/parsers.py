@@ -1,4 +1,4 @@
-"""Tool-call parsers for what models emit.
+"""Tool calls: every parser of what models emit, and the one writer of Hermes text.
 
 Formats:
     hermes   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes, Qwen), one or several
@@ -8,15 +8,21 @@ Formats:
     react    ``Action: name`` / ``Action Input: {...}`` (ReAct)
     command  a plain env command (no call syntax): handed to the env as text
 
-``parse_tool_calls(text)`` tries them in that order and returns a ``ParseResult``. Nothing here
+``parse_tool_calls(text)`` tries them in that order and returns a ``ParseResult``. It never
 raises on model output: truncated or malformed calls give a ``ParseResult`` with ``error`` set
 (kind ``parse_error``) and a message the model can act on.
+
+Two callers read a narrower form, with their own error reporting: ``split_tool_calls`` (what
+``turngym serve-policy`` answers: Hermes blocks as OpenAI ``tool_calls``, unreadable blocks left
+in the text) and ``parse_command`` (the code envs: one JSON call or a command line, else a
+one-line error for the observation). ``format_hermes`` writes calls back as Hermes text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,11 +212,102 @@ def parse_tool_calls(text: str, formats: tuple[str, ...] = ("hermes", "json", "r
                              '<tool_call>{"name": "...", "arguments": {...}}</tool_call>')
 
 
-def format_hermes(calls: list[ToolCall] | ToolCall) -> str:
-    """The Hermes text of calls: what the expert and admissible actions emit in tools mode."""
-    calls = [calls] if isinstance(calls, ToolCall) else calls
-    return "\n".join("<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
-                     + "</tool_call>" for c in calls)
+# Unlike _HERMES_RE, the closing tag's absence is no error here, and the match holds the blanks
+# around the body, so that removing it from the text leaves the content as serve-policy always gave it.
+_SPLIT_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+def split_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Split a reply into (content without tool calls, OpenAI-shaped tool calls with fresh ids).
+
+    Lenient, for a server answering a client: a block whose JSON does not parse, or has no
+    ``name``, stays in the content untouched; arguments pass through as the model wrote them
+    (a string stays that string, anything else is JSON-encoded); a last block cut off after a
+    whole call counts.
+    """
+    calls, keep = [], text
+    for match in _SPLIT_RE.finditer(text):
+        try:
+            data = json.loads(match.group(1))
+        except (ValueError, RecursionError):  # invalid JSON, an integer of > 4300 digits, deep nesting
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        arguments = data.get("arguments", data.get("parameters", {}))
+        calls.append({"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                      "function": {"name": data["name"],
+                                   "arguments": arguments if isinstance(arguments, str)
+                                   else json.dumps(arguments, ensure_ascii=False)}})
+        keep = keep.replace(match.group(0), "", 1)
+    return keep.strip(), calls
+
+
+@dataclass
+class Command:
+    """A code env's action: a JSON tool call (``arguments``) or a command line (``rest``)."""
+
+    name: str
+    arguments: dict = field(default_factory=dict)
+    #: the text after the command word (first line) and the lines below it
+    rest: str = ""
+
+
+def parse_command(action: str, known: tuple[str, ...]) -> Command | str:
+    """A ``Command`` from a JSON tool call (``{"name": ..., "arguments": {...}}``) or from text whose
+    first word is a command name; else a one-line error saying what was wrong (the code envs'
+    observation). Stricter than ``parse_json``: no OpenAI shape, no ``parameters``."""
+    text = action.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return f"the tool call is not valid JSON ({exc.msg} at char {exc.pos})"
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return 'a tool call must be a JSON object {"name": ..., "arguments": {...}}'
+        args = obj.get("arguments", {})
+        if isinstance(args, str):  # some models send arguments as a JSON string
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                return "the tool call's arguments are not a JSON object"
+        if not isinstance(args, dict):
+            return "the tool call's arguments must be a JSON object"
+        if obj["name"] not in known:
+            return f"unknown tool {obj['name'][:40]!r}; tools: {', '.join(known)}"
+        return Command(obj["name"], args)
+    if not text:
+        return f"empty action; commands: {', '.join(known)}"
+    first, _, rest = text.partition("\n")
+    word, _, tail = first.strip().partition(" ")
+    word = word.strip().lower()
+    if word not in known:
+        return f"unknown command {word[:40]!r}; commands: {', '.join(known)}"
+    return Command(word, {}, (tail.strip() + "\n" + rest) if rest else tail.strip())
+
+
+def format_hermes(calls: list[ToolCall | dict[str, Any]] | ToolCall | dict[str, Any]) -> str:
+    """The Hermes text of calls: what the expert and admissible actions emit in tools mode, and
+    what a plain-text chat template shows for an assistant turn's OpenAI ``tool_calls``.
+
+    A call is a ``ToolCall`` or a dict in the OpenAI shape (``{"function": {"name", "arguments"}}``,
+    arguments possibly JSON-encoded) or the bare ``{"name", "arguments"}``.
+    """
+    calls = [calls] if isinstance(calls, (ToolCall, dict)) else calls
+    return "\n".join("<tool_call>" + json.dumps(_hermes_body(c), ensure_ascii=False) + "</tool_call>"
+                     for c in calls)
+
+
+def _hermes_body(call: ToolCall | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        return {"name": call.name, "arguments": call.arguments}
+    fn = call.get("function", call)
+    arguments = fn.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass  # shown as the string it is
+    return {"name": fn.get("name"), "arguments": arguments}
 
 
 def assistant_message(action: str, info: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from turngym.trainers import checkpoint as ckpt
 from turngym.trainers.async_rollouts import seed_for
 from turngym.trainers.config import TrainConfig, dump_yaml
 from turngym.trainers.distributed import barrier, init_distributed, world
-from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics
+from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics, summarize
 from turngym.trainers.rollout import attach_tokens, collect
 from turngym.trainers.samples import Sample, compute_advantages
 from turngym.trainers.setup import (
@@ -54,7 +54,7 @@ from turngym.trainers.update import rl_update, run_sft, score, sync_server
 
 # the building blocks, importable from here as before
 __all__ = ["Sample", "Trainer", "build_trainer", "compute_advantages", "evaluate", "learning_signal",
-           "make_optimizer", "one_update", "rl_update", "run_sft", "score", "summarize", "train"]
+           "make_optimizer", "one_update", "rl_update", "run_sft", "score", "summary_row", "train"]
 
 
 # ----- the run -----------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
         tr.log(f"warning: update {update} had no learning signal (all {signal['train/groups']} groups had "
                "identical returns, every advantage is 0)")
     return {"update": update, "env_steps": tr.state["env_steps"], "episodes": tr.state["episodes"],
-            **summarize(trajectories, "train"), **losses, **signal,
+            **summary_row(trajectories, "train"), **losses, **signal,
             "warning/no_signal": int(signal["advantage/nonzero_turns"] == 0),
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
             "policy/completion_tokens": tokens,
@@ -258,18 +258,19 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
     bar.close()
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"update_{update:04d}.jsonl", trajectories, append=False)
-    return summarize(trajectories, "eval")
+    return summary_row(trajectories, "eval")
 
 
-def summarize(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
-    ok = [t for t in trajectories if t.scorable]
-    if not ok:
+def summary_row(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
+    """``summarize`` as metrics.jsonl logs it: keys under ``prefix/``, ``episodes`` counting the
+    scorable ones only, and nothing but that 0 when none is scorable."""
+    summary = summarize(trajectories)
+    scored = summary["episodes"] - summary["unscorable"]
+    if not scored:
         return {f"{prefix}/episodes": 0}
-    return {f"{prefix}/success_rate": float(np.mean([t.success for t in ok])),
-            f"{prefix}/mean_return": float(np.mean([t.episode_return for t in ok])),
-            f"{prefix}/mean_steps": float(np.mean([t.length for t in ok])),
-            f"{prefix}/episodes": len(ok),
-            f"{prefix}/unscorable": len(trajectories) - len(ok)}
+    return {f"{prefix}/success_rate": summary["success_rate"], f"{prefix}/mean_return": summary["mean_return"],
+            f"{prefix}/mean_steps": summary["mean_steps"], f"{prefix}/episodes": scored,
+            f"{prefix}/unscorable": summary["unscorable"]}
 
 
 def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import html
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from turngym.trainers.metrics import read_metrics
 from turngym.viewer import data
 
 DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
@@ -61,7 +61,7 @@ def collect(path: Path) -> dict[str, Any]:
         episodes += rows
         folder = name.split("/")[0] if "/" in name else ""
         per_file.append({"file": name, "folder": folder, **_rates(rows), "update": data.update_number(name)})
-    metrics = _read_metrics(root / "metrics.jsonl") if path.is_dir() else []
+    metrics = read_metrics(root / "metrics.jsonl") if path.is_dir() else []
     config = (root / "config.yaml").read_text(encoding="utf-8", errors="replace") if path.is_dir() and (root / "config.yaml").is_file() else ""
     return {"path": path, "root": root, "episodes": episodes, "per_file": per_file,
             "metrics": metrics, "config": config, "unreadable": unreadable}
@@ -79,20 +79,6 @@ def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": steps,
         "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None,
     }
-
-
-def _read_metrics(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a killed writer
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
 
 
 def _mean(xs: list[float]) -> float | None:

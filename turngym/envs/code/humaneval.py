@@ -17,8 +17,9 @@ from typing import Any
 
 from turngym import sandbox
 from turngym.core.env import TurnEnv
-from turngym.envs.code.common import Command, code_of, parse_command
+from turngym.envs.code.common import code_of
 from turngym.envs.code.grading import grade_humaneval
+from turngym.tools.parsers import Command, parse_command
 
 COMMANDS = ("run", "submit")
 

@@ -20,10 +20,11 @@ from typing import Any
 from turngym import sandbox
 from turngym.core.env import TurnEnv
 from turngym.envs.code import repair_tasks
-from turngym.envs.code.common import Command, code_of, parse_command
+from turngym.envs.code.common import code_of
 from turngym.envs.code.grading import grade_repair
 from turngym.envs.code.patch import PatchError, apply_patch
 from turngym.sandbox.common import Limits, relative_path
+from turngym.tools.parsers import Command, parse_command
 
 COMMANDS = ("list_files", "read_file", "write_file", "apply_patch", "run_tests", "shell", "submit")
 MAX_FILES = 200

@@ -1,4 +1,4 @@
-"""Shared pieces of the estimators: a flat view of a batch, grouping, discounted sums.
+"""Shared pieces of the estimators: a flat view of a batch, grouping, returns, discounted sums.
 
 Every estimator works on the *flat* view of a batch (one row per step, in trajectory order) so
 that 100k steps cost a handful of numpy passes rather than Python loops over groups.
@@ -68,9 +68,10 @@ def unflatten(values: np.ndarray, flat: Flat) -> list[np.ndarray]:
     return [values[flat.starts[i]:flat.starts[i + 1]] for i in range(len(flat.starts) - 1)]
 
 
-def index_of(keys) -> np.ndarray:
-    """Dense integer ids for hashable keys (equal keys, equal ids)."""
-    ids: dict = {}
+def index_of(keys, ids: dict | None = None) -> np.ndarray:
+    """Dense integer ids for hashable keys (equal keys, equal ids). Pass ``ids`` (key -> id, filled
+    in place) to number several sequences in one id space."""
+    ids = {} if ids is None else ids
     return np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64)
 
 
@@ -122,9 +123,9 @@ def last_rows(starts: np.ndarray, n: int) -> np.ndarray:
     return is_last
 
 
-def episode_returns(flat: Flat) -> np.ndarray:
+def trajectory_returns(trajectories: list[Trajectory]) -> np.ndarray:
     """Undiscounted return of each trajectory."""
-    return np.bincount(flat.traj, weights=flat.reward, minlength=len(flat.starts) - 1)
+    return np.array([sum(s.reward for s in t.steps) for t in trajectories], dtype=np.float64)
 
 
 def step_returns(flat: Flat, gamma: float) -> np.ndarray:

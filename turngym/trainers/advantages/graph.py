@@ -32,6 +32,7 @@ from turngym.trainers.advantages._common import (
     discounted_cumsum,
     flatten,
     group_stats,
+    index_of,
     unflatten,
     where_scorable,
 )
@@ -50,8 +51,8 @@ def state_values(trajectories: list[Trajectory], gamma: float = 0.95, backup: st
     groups = flat.group.tolist()
     # Node ids are (group, state): the same state in two groups is two nodes (different tasks).
     node_ids: dict = {}
-    src = index_of_into(node_ids, zip(groups, flat.state))
-    dst = index_of_into(node_ids, zip(groups, flat.next_state))
+    src = index_of(zip(groups, flat.state), node_ids)
+    dst = index_of(zip(groups, flat.next_state), node_ids)
     n_nodes = len(node_ids)
     live = flat.valid
     src_l, dst_l, r_l, done_l = src[live], dst[live], flat.reward[live], flat.done[live]
@@ -70,10 +71,6 @@ def state_values(trajectories: list[Trajectory], gamma: float = 0.95, backup: st
         if moved < tol:
             break
     return flat, values[src], values[dst]
-
-
-def index_of_into(ids: dict, keys) -> np.ndarray:
-    return np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64)
 
 
 def advantages(trajectories: list[Trajectory], gamma: float = 0.95, lam: float = 0.95, backup: str = "mean",

@@ -14,12 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import EPS, index_of, normalize_in_groups
+from turngym.trainers.advantages._common import EPS, index_of, normalize_in_groups, trajectory_returns
 from turngym.trainers.advantages.estimator import Estimator, step_only
-
-
-def trajectory_returns(trajectories: list[Trajectory]) -> np.ndarray:
-    return np.array([sum(s.reward for s in t.steps) for t in trajectories], dtype=np.float64)
 
 
 def episode_advantage(trajectories: list[Trajectory], scale: bool = True, eps: float = EPS) -> np.ndarray:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
-from turngym.trainers.advantages._common import group_stats, index_of
+from turngym.trainers.advantages._common import group_stats, index_of, trajectory_returns
 from turngym.trainers.advantages.estimator import Estimator, step_only
-from turngym.trainers.advantages.grpo import trajectory_returns
 
 
 def advantages(trajectories: list[Trajectory]) -> list[np.ndarray]:
