@@ -296,10 +296,12 @@ class BrowserEnv(TurnEnv):
         return self._render(None), self._fields(verdict, shot)
 
     def _step(self, action: str):
-        if self.infra_failure is not None or self._page is None:
-            reason, error = self.infra_failure or ("browser_error", "the browser failed")
+        if self._page is None and self.infra_failure is None:
+            self.fail_infra("browser_error", "the browser failed")
+        if self.infra_failure is not None:
+            reason, error = self.infra_failure
             return (self._render(f"browser failure: {error}; call reset()"), 0.0, False, True,
-                    {"action_valid": True, "scorable": False, "done_reason": reason, "extra": {"error": error}})
+                    {"action_valid": True, "done_reason": reason, "extra": {"error": error}})
         if self._verdict.done:
             return (self._render("the task is over; call reset()"), 0.0, True, False,
                     {"action_valid": False, "parse_error": "episode already ended",
