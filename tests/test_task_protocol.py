@@ -72,6 +72,24 @@ def test_the_expert_reaches_the_top_through_the_task_protocol(env_id, top):
     env.close()
 
 
+@pytest.mark.parametrize("env_id", ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0"])
+def test_negotiation_seats_are_paid_what_the_game_validates(env_id):
+    """Utility has no fixed top: the expert makes a deal that gains its seat something, and the
+    seat's return is the game's verdict on it."""
+    env = turngym.make(env_id).unwrapped
+    for seed in range(3):
+        env.reset(seed=seed)
+        total = 0.0
+        for _ in range(30):
+            _, reward, terminated, truncated, info = env.step(env.tasks.expert_action(env.game, env.task))
+            total += reward
+            if terminated or truncated:
+                break
+        verdict = env.tasks.validate(env.game, env.task)
+        assert verdict.done and verdict.success and info["is_success"]
+        assert total == verdict.reward > 0
+
+
 def test_household_validate_pays_a_gain_once():
     env = turngym.make("turngym/Household-v0", shaped_reward=0.5).unwrapped
     env.reset(seed=0)
@@ -98,17 +116,24 @@ def test_a_failed_sandbox_marks_the_episode_unscorable_until_reset():
     assert info["scorable"] is True and env.infra_failure is None
 
 
-@needs_browser
 def test_browser_tasks_are_the_protocol_as_coroutines():
+    from turngym.envs.browser.miniwob import MiniWoBTask
+    from turngym.envs.browser.shop_pages import ShopPagesTask
+
+    for tasks in (MiniWoBTask("click-test"), ShopPagesTask()):
+        assert all(callable(getattr(tasks, name)) for name in PROTOCOL)
+        for name in PROTOCOL[2:]:  # the world is a live page: these are awaited on a Tab
+            assert inspect.iscoroutinefunction(getattr(tasks, name)), (tasks, name)
+
+
+@needs_browser
+def test_the_browser_expert_reaches_the_top_through_the_task():
     env = turngym.make("turngym/miniwob.click-test-v0").unwrapped
-    tasks = env.tasks
-    for name in PROTOCOL[2:]:
-        assert inspect.iscoroutinefunction(getattr(tasks, name)), name
     try:
         for seed in range(2):
             env.reset(seed=seed)
             reward, terminated = 0.0, False
-            for _ in range(5):
+            for _ in range(5):  # env.expert_action() awaits tasks.expert_action(Tab(page, chat), task)
                 _, reward, terminated, _, info = env.step(env.expert_action())
                 if terminated:
                     break
