@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from turngym.envs.browser.env import BrowserEnv, Validation
+from turngym.envs.browser.env import BrowserEnv, Tab, Validation
 
 ORIGIN = "http://test.turngym"
 OTHER_ORIGIN = "http://other.turngym"
@@ -79,15 +79,15 @@ class PagesTask:
         else:
             await route.fulfill(status=200, body=body, content_type="text/html")
 
-    async def setup(self, page, task: dict, fresh_page: bool) -> str:
-        await page.goto(ORIGIN + "/", wait_until="domcontentloaded")
+    async def setup(self, tab: Tab, task: dict) -> str:
+        await tab.page.goto(ORIGIN + "/", wait_until="domcontentloaded")
         return "Press Enter in the Keys field."
 
-    async def validate(self, page, chat: list[str]) -> Validation:
-        done = await page.evaluate("() => window.__done === true")
+    async def validate(self, tab: Tab, task: dict) -> Validation:
+        done = await tab.page.evaluate("() => window.__done === true")
         return Validation(reward=1.0, done=True, success=True, components={"done": 1.0}) if done else Validation()
 
-    async def expert_action(self, page, task: dict, chat: list[str]) -> str:
+    async def expert_action(self, tab: Tab, task: dict) -> str:
         return "noop()"
 
 

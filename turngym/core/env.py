@@ -12,6 +12,12 @@ and optionally ``state(self)`` (the canonical true state; hashed into ``state_ke
 ``admissible_actions()``, ``tools()`` (JSON-schema specs for tools mode), ``instructions()``
 (the system prompt) and ``expert_action()`` (the oracle).
 
+The task side (rows, set-up, validation, expert) lives in a ``Task`` object (``core/task.py``)
+that the env keeps in ``self.tasks``; ``task_ids`` and ``get_task`` default to it.
+
+An infrastructure failure (a sandbox, a browser) is not the agent's: ``fail_infra`` marks the
+episode unscorable, and every step from then until the next reset has ``scorable=False``.
+
 The turn limit is decided here and nowhere else: ``max_turns`` (the constructor's, else the
 registered ``max_episode_steps``), lowered for one episode by ``reset(options={"max_turns": n})``
 (how ``EnvPool.rollout(max_steps=...)`` passes its budget). The step that reaches it is
@@ -35,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 
 from turngym.core.spaces import UnicodeText
+from turngym.core.task import Task
 
 
 def canonical_json(obj: Any) -> str:
@@ -108,6 +115,8 @@ class TurnEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
     #: the split tasks are drawn from when reset() names none
     default_split: str = "train"
+    #: the task side of the env (rows, set-up, validation, expert); see core/task.py
+    tasks: Task | None = None
     _spec = None  # behind the ``spec`` property
 
     def __init__(self, *, split: str | None = None, max_turns: int | None = None,
@@ -126,6 +135,8 @@ class TurnEnv(gym.Env[str, str]):
         self._last_observation = ""
         self._done = False
         self._episode_max_turns: int | None = None
+        #: (done_reason, error) once the infrastructure failed this episode; see fail_infra
+        self.infra_failure: tuple[str, str] | None = None
 
     # ----- the spec and the turn limit ----------------------------------------------------------
     @property
@@ -155,10 +166,14 @@ class TurnEnv(gym.Env[str, str]):
 
     # ----- hooks for subclasses -------------------------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
-        raise NotImplementedError
+        if self.tasks is None:
+            raise NotImplementedError
+        return self.tasks.task_ids(split or self.split)
 
     def get_task(self, task_id: str) -> dict[str, Any]:
-        raise NotImplementedError
+        if self.tasks is None:
+            raise NotImplementedError
+        return self.tasks.get_task(task_id)
 
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
@@ -183,6 +198,12 @@ class TurnEnv(gym.Env[str, str]):
     def expert_action(self) -> str:
         raise NotImplementedError(f"{type(self).__name__} has no expert")
 
+    def fail_infra(self, reason: str, error: str) -> None:
+        """The infrastructure failed, not the agent: this episode cannot be scored. Every step
+        from now until the next reset reports ``scorable=False``; ``reason`` is the done_reason
+        the env reports when it ends the episode for it."""
+        self.infra_failure = (reason, error)
+
     # ----- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -204,6 +225,7 @@ class TurnEnv(gym.Env[str, str]):
         self.turn = 0
         self._done = False
         self._episode_max_turns = budget
+        self.infra_failure = None
         spec_id = self.spec.id if self.spec is not None else type(self).__name__
         self.episode_id = state_key([spec_id, task["task_id"], self.episode_seed])[:16]
         obs, fields = self._reset(task)
@@ -288,6 +310,8 @@ class TurnEnv(gym.Env[str, str]):
             info["messages"] = []
         info["reward_components"] = components
         info["extra"] = extra
+        if self.infra_failure is not None:
+            info["scorable"] = False
         return info
 
     def render(self):

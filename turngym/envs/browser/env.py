@@ -2,8 +2,9 @@
 
 The env owns one browser context (one page) in the process-wide browser of ``runtime.py`` and
 recycles it every ``recycle_every`` episodes, since long-lived contexts grow in memory. What
-the page is and how it is scored lives in a task object (``BrowserTask``: setup / validate /
-expert), BrowserGym's split of task from env; ``miniwob.py`` and ``shop_pages.py`` hold them.
+the page is and how it is scored lives in the env's ``Task`` (``core/task.py``; here a
+``BrowserTask``, whose setup / validate / expert_action are coroutines on a ``Tab``), BrowserGym's
+split of task from env; ``miniwob.py`` and ``shop_pages.py`` hold them.
 
 Observation (a string, every turn):
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.browser import actions as browser_actions
 from turngym.envs.browser.actions import Action, ActionError, parse_action
 from turngym.envs.browser.observation import snapshot as take_snapshot
@@ -59,20 +61,18 @@ UNMARK_JS = "() => { const m = document.getElementById('__turngym_marks'); if (m
 
 
 @dataclass
-class Validation:
-    """A task's verdict on the page: reward so far, whether the episode is over, and why."""
+class Tab:
+    """The world a browser task sees: the live page, the messages the agent sent on it
+    (``send_msg``) and whether the page was opened for this episode."""
 
-    reward: float = 0.0
-    done: bool = False
-    success: bool = False
-    components: dict[str, float] = field(default_factory=dict)
-    progress: float = 0.0
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    page: Any
+    chat: list[str] = field(default_factory=list)
+    fresh: bool = False
 
 
 class BrowserTask(Protocol):
-    """What a browser env plays: a site (served through ``route``), a setup and a validator."""
+    """The ``Task`` of a browser env, with its site (served through ``route``); setup, validate
+    and expert_action are coroutines on a ``Tab``."""
 
     name: str
     origins: tuple[str, ...]
@@ -84,9 +84,9 @@ class BrowserTask(Protocol):
     def instructions(self) -> str: ...
     async def configure(self, context) -> None: ...
     async def serve(self, route) -> None: ...
-    async def setup(self, page, task: dict[str, Any], fresh_page: bool) -> str: ...
-    async def validate(self, page, chat: list[str]) -> Validation: ...
-    async def expert_action(self, page, task: dict[str, Any], chat: list[str]) -> str: ...
+    async def setup(self, tab: Tab, task: dict[str, Any]) -> str: ...
+    async def validate(self, tab: Tab, task: dict[str, Any]) -> Validation: ...
+    async def expert_action(self, tab: Tab, task: dict[str, Any]) -> str: ...
 
 
 ACTION_HELP = (
@@ -109,7 +109,7 @@ class BrowserEnv(TurnEnv):
             raise ValueError(f"action_mode: {action_mode!r} is not supported; allowed: 'text', 'tools'")
         if recycle_every < 1:
             raise ValueError(f"recycle_every: must be >= 1, got {recycle_every}")
-        self.browser_task = task
+        self.tasks = task
         self.action_mode = action_mode
         self.want_screenshot = screenshot
         self.set_of_marks = set_of_marks
@@ -127,18 +127,10 @@ class BrowserEnv(TurnEnv):
         self._snapshot: dict[str, Any] = {"url": "", "tree": "", "clickable": [], "focused": None}
         self._chat: list[str] = []
         self._verdict = Validation()
-        self._infra_failed = False
-        self._failure: tuple[str, str] | None = None
 
-    # ----- task set ----------------------------------------------------------------------------
-    def task_ids(self, split: str | None = None) -> list[str]:
-        return self.browser_task.task_ids(split or self.split)
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        return self.browser_task.get_task(task_id)
-
+    # ----- prompt ------------------------------------------------------------------------------
     def instructions(self) -> str:
-        head = self.browser_task.instructions()
+        head = self.tasks.instructions()
         if self.action_mode == "tools":
             return head + "\nCall exactly one of the provided tools per turn; bids are the ids in brackets."
         return head + "\n" + ACTION_HELP
@@ -155,7 +147,7 @@ class BrowserEnv(TurnEnv):
         return self.runtime.run(coro, self.watchdog_s if timeout is None else timeout)
 
     async def _open_context(self):
-        task = self.browser_task
+        task = self.tasks
         context = await self.runtime.new_context(viewport=task.viewport, java_script_enabled=True,
                                                  service_workers="block")
         origins = task.origins
@@ -228,7 +220,7 @@ class BrowserEnv(TurnEnv):
     async def _observe(self, reset: bool = False) -> dict[str, Any]:
         for attempt in range(4):
             try:
-                return await take_snapshot(self._page, self._cdp, self.browser_task.hide_selectors, reset)
+                return await take_snapshot(self._page, self._cdp, self.tasks.hide_selectors, reset)
             except Exception as exc:  # a navigation replaced the document mid-call: wait, retry
                 text = str(exc)
                 if attempt == 3 or not ("context was destroyed" in text or "navigat" in text
@@ -242,10 +234,10 @@ class BrowserEnv(TurnEnv):
         if self._page is None:
             self._context, self._page = await self._open_context()
             fresh = True
-        goal = await self.browser_task.setup(self._page, task, fresh)
+        goal = await self.tasks.setup(Tab(self._page, [], fresh), task)
         self._navigating = False
         snapshot = await self._observe(reset=True)
-        verdict = await self.browser_task.validate(self._page, [])
+        verdict = await self.tasks.validate(Tab(self._page, []), task)
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
         return goal, snapshot, verdict, shot
 
@@ -254,7 +246,7 @@ class BrowserEnv(TurnEnv):
         error = None
         message = None
         try:
-            message = await browser_actions.perform(self._page, action, self.browser_task.origins,
+            message = await browser_actions.perform(self._page, action, self.tasks.origins,
                                                     self.action_timeout_ms)
         except ActionError as exc:
             error = str(exc)
@@ -266,7 +258,7 @@ class BrowserEnv(TurnEnv):
             self._chat.append(message)
         await self._settle(loads_before)
         snapshot = await self._observe()
-        verdict = await self.browser_task.validate(self._page, list(self._chat))
+        verdict = await self.tasks.validate(Tab(self._page, list(self._chat)), self.task)
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
         return error, verdict, snapshot, shot
 
@@ -289,8 +281,6 @@ class BrowserEnv(TurnEnv):
     # ----- TurnEnv hooks ---------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]):
         self._chat = []
-        self._infra_failed = False
-        self._failure = None
         if self._episodes_in_context >= self.recycle_every:
             self._drop_context()
         for attempt in range(2):
@@ -306,10 +296,12 @@ class BrowserEnv(TurnEnv):
         return self._render(None), self._fields(verdict, shot)
 
     def _step(self, action: str):
-        if self._infra_failed or self._page is None:
-            reason, error = self._failure or ("browser_error", "the browser failed")
+        if self._page is None and self.infra_failure is None:
+            self.fail_infra("browser_error", "the browser failed")
+        if self.infra_failure is not None:
+            reason, error = self.infra_failure
             return (self._render(f"browser failure: {error}; call reset()"), 0.0, False, True,
-                    {"action_valid": True, "scorable": False, "done_reason": reason, "extra": {"error": error}})
+                    {"action_valid": True, "done_reason": reason, "extra": {"error": error}})
         if self._verdict.done:
             return (self._render("the task is over; call reset()"), 0.0, True, False,
                     {"action_valid": False, "parse_error": "episode already ended",
@@ -335,8 +327,7 @@ class BrowserEnv(TurnEnv):
         """End the episode as unscorable: infrastructure failed, not the agent."""
         reason = ("page_hung" if isinstance(exc, PageHung) else "browser_crashed"
                   if isinstance(exc, BrowserCrashed) else "browser_error")
-        self._infra_failed = True
-        self._failure = (reason, _short_error(exc))
+        self.fail_infra(reason, _short_error(exc))
         self._drop_context()
 
     def _fields(self, verdict: Validation, shot: bytes | None, reward: float | None = None) -> dict[str, Any]:
@@ -363,20 +354,20 @@ class BrowserEnv(TurnEnv):
     def state(self) -> Any:
         return {"url": self._snapshot.get("url", ""), "tree": self._snapshot.get("tree", ""),
                 "chat": list(self._chat), "done": self._verdict.done, "reward": self._verdict.reward,
-                "broken": self._infra_failed}
+                "broken": self.infra_failure is not None}
 
     def admissible_actions(self) -> list[str] | None:
-        if self._verdict.done or self._infra_failed:
+        if self._verdict.done or self.infra_failure is not None:
             return []
         return [f"click('{b}')" for b in self._snapshot.get("clickable", [])] + ["noop()"]
 
     def expert_action(self) -> str:
         if self._page is None or self.task is None:
             raise RuntimeError("call reset() before expert_action()")
-        if self._infra_failed or self._verdict.done:
+        if self.infra_failure is not None or self._verdict.done:
             return "noop()"
         try:
-            return self._call(self.browser_task.expert_action(self._page, self.task, list(self._chat)))
+            return self._call(self.tasks.expert_action(Tab(self._page, list(self._chat)), self.task))
         except BrowserError as exc:
             # the next step reports the failure (scorable=False); the oracle has nothing to say
             self._fail(exc)

@@ -19,7 +19,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from turngym.envs.browser.env import BrowserEnv, Validation
+from turngym.envs.browser.env import BrowserEnv, Tab, Validation
 
 ORIGIN = "http://miniwob.turngym"
 FIXED_TIME = dt.datetime(2024, 3, 14, 12, 0, tzinfo=dt.UTC)
@@ -123,8 +123,9 @@ class MiniWoBTask:
         else:
             await route.fulfill(status=200, body=found[0], content_type=found[1])
 
-    async def setup(self, page, task: dict[str, Any], fresh_page: bool) -> str:
-        if fresh_page or not page.url.startswith(ORIGIN):
+    async def setup(self, tab: Tab, task: dict[str, Any]) -> str:
+        page = tab.page
+        if tab.fresh or not page.url.startswith(ORIGIN):
             await page.goto(ORIGIN + task_path(self.name), wait_until="load")
             await page.wait_for_function("() => typeof core !== 'undefined' && core.cover_div !== null")
         await page.mouse.move(0, 0)  # no hover state carried over from the last episode
@@ -133,8 +134,8 @@ class MiniWoBTask:
         await page.wait_for_function(READY_JS, polling=50)
         return await page.evaluate(UTTERANCE_JS)
 
-    async def validate(self, page, chat: list[str]) -> Validation:
-        status = await page.evaluate(STATUS_JS)
+    async def validate(self, tab: Tab, task: dict[str, Any]) -> Validation:
+        status = await tab.page.evaluate(STATUS_JS)
         if not status["done"]:
             return Validation()
         raw = float(status["raw"])
@@ -142,11 +143,11 @@ class MiniWoBTask:
                           components={"miniwob_raw": raw}, message=status["reason"] or "",
                           extra={"raw_reward": raw, "miniwob_time_scaled_reward": float(status["scaled"])})
 
-    async def expert_action(self, page, task: dict[str, Any], chat: list[str]) -> str:
+    async def expert_action(self, tab: Tab, task: dict[str, Any]) -> str:
         script = EXPERTS.get(self.name)
         if script is None:
             raise NotImplementedError(f"no expert for MiniWoB task {self.name!r}; experts: {', '.join(sorted(EXPERTS))}")
-        return await page.evaluate("() => {" + EXPERT_HELPERS + script + "}")
+        return await tab.page.evaluate("() => {" + EXPERT_HELPERS + script + "}")
 
 
 # ----- experts: each script sees the live page and returns the next action string ------------

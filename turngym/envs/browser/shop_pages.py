@@ -8,12 +8,11 @@ response is fulfilled from its result. The purchase reward is the session's (Web
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from turngym.envs.browser.env import BrowserEnv, Validation
+from turngym.envs.browser.env import BrowserEnv, Tab, Validation
 
 ORIGIN = "http://shop.turngym"
 _TEXT_ACTION = re.compile(r"^(search|click)\[(.*)\]$", re.S)
@@ -47,11 +46,12 @@ class ShopPagesTask:
     origins = (ORIGIN,)
 
     def __init__(self, catalog_size: int | str = "1k", catalog_seed: int = 0, catalog_path: str | None = None):
-        from turngym.envs.shop.env import ShopEnv
+        from turngym.envs.shop.env import ShopTask
+        from turngym.envs.shop.search import open_catalog
 
-        # The text shop owns catalog, goals, splits and the oracle; pages and reward come from
-        # the same session objects through the web layer.
-        self.shop = ShopEnv(catalog_size=catalog_size, catalog_seed=catalog_seed, catalog_path=catalog_path)
+        # The text shop's task owns catalog, goals, splits, the validation and the oracle; pages
+        # come from the same session objects through the web layer.
+        self.shop = ShopTask(open_catalog(catalog_size, catalog_seed, catalog_path))
         self.session = None
         self.name = "shop"
 
@@ -84,30 +84,23 @@ class ShopPagesTask:
         status, content_type, body = handle_request(self.session, request.method, path, form)
         await route.fulfill(status=status, body=body, content_type=content_type)
 
-    async def setup(self, page, task: dict[str, Any], fresh_page: bool) -> str:
+    async def setup(self, tab: Tab, task: dict[str, Any]) -> str:
         from turngym.envs.shop.web import new_session
 
         self.session = new_session(self.shop.catalog, task)
-        self.shop._expert_searches = 0
-        await page.goto(ORIGIN + "/", wait_until="domcontentloaded")
-        return task["instruction_text"]
+        goal = self.shop.setup(self.session, task)
+        await tab.page.goto(ORIGIN + "/", wait_until="domcontentloaded")
+        return goal
 
-    async def validate(self, page, chat: list[str]) -> Validation:
-        session = self.session
-        if session is None or not session.done:
-            return Validation()
-        reward = float(session.reward)
-        success = math.isclose(reward, 1.0, abs_tol=1e-9)
-        return Validation(reward=reward, done=True, success=success, progress=reward,
-                          components=dict(session.reward_components),
-                          extra={"reward_details": dict(session.reward_details), "purchase": session.purchase})
+    async def validate(self, tab: Tab, task: dict[str, Any]) -> Validation:
+        return self.shop.validate(self.session, task)
 
-    async def expert_action(self, page, task: dict[str, Any], chat: list[str]) -> str:
+    async def expert_action(self, tab: Tab, task: dict[str, Any]) -> str:
         """The text shop's oracle, translated from ``search[...]``/``click[...]`` into page actions."""
         from turngym.envs.shop.web import page_links
 
-        self.shop.session, self.shop.task = self.session, task
-        text = self.shop.expert_action()
+        page = tab.page
+        text = self.shop.expert_action(self.session, task)
         match = _TEXT_ACTION.match(text)
         if match is None:
             raise RuntimeError(f"unexpected shop oracle action {text!r}")
@@ -116,7 +109,7 @@ class ShopPagesTask:
             found = await page.evaluate(FIND_JS, ["", "search"])
             box, value, button = found
             if value != arg:
-                self.shop._expert_searches -= 1  # typing first; the oracle's search is sent next turn
+                self.shop.expert_searches -= 1  # typing first; the oracle's search is sent next turn
                 return f"fill({box!r}, {arg!r})"
             return f"click({button!r})"
         url = next((c["url"] for c in page_links(self.session) if c["label"] == arg), None)

@@ -17,6 +17,7 @@ from typing import Any
 
 from turngym import sandbox
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.code.common import code_of
 from turngym.envs.code.grading import grade_humaneval
 from turngym.tools.parsers import Command, parse_command
@@ -77,24 +78,18 @@ def default_backend() -> str:
     return "worker" if "worker" in sandbox.available_backends() else sandbox.default_backend()
 
 
-class CodeHumanEvalEnv(TurnEnv):
-    """Write a Python function; ``run`` it on the docstring's examples; ``submit`` it."""
+class HumanEvalTask:
+    """HumanEval's ``Task``. Its world is the candidate the agent submits (the function, or its
+    body), graded on the problem's hidden tests."""
 
-    default_split = "test"
     splits = ("train", "test", "all")
 
-    def __init__(self, backend: str | None = None, timeout_s: float = 5.0, memory_mb: int = 512, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, backend: str | None = None, timeout_s: float = 5.0, memory_mb: int = 512):
         self.backend = backend
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        self.runs = 0
-        self.last_outcome: str | None = None
-        self.infra_failed = False
 
-    # ----- tasks ------------------------------------------------------------------------------
-    def task_ids(self, split: str | None = None) -> list[str]:
-        split = split or self.split
+    def task_ids(self, split: str) -> list[str]:
         if split not in self.splits:
             raise ValueError(f"split: unknown {split!r}; allowed: {', '.join(self.splits)}")
         ids = sorted(problems(), key=task_number)
@@ -108,6 +103,37 @@ class CodeHumanEvalEnv(TurnEnv):
         if problem is None:
             raise ValueError(f"task_id: unknown {task_id!r}; allowed: HumanEval/0 .. HumanEval/163")
         return {"task_id": task_id, "entry_point": problem["entry_point"]}
+
+    def setup(self, code: str, task: dict[str, Any]) -> str:
+        return problems()[task["task_id"]]["prompt"]
+
+    def validate(self, code: str, task: dict[str, Any]) -> Validation:
+        problem = problems()[task["task_id"]]
+        verdict = grade_humaneval(problem, program(problem, code), backend=self.backend or default_backend(),
+                                  timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        passed = verdict.passed
+        return Validation(reward=float(passed), done=True, success=passed, progress=float(passed),
+                          message=verdict.reason, error=verdict.error)
+
+    def expert_action(self, code: str, task: dict[str, Any]) -> str:
+        problem = problems()[task["task_id"]]
+        return "submit\n```python\n" + problem["canonical_solution"] + "```"
+
+
+class CodeHumanEvalEnv(TurnEnv):
+    """Write a Python function; ``run`` it on the docstring's examples; ``submit`` it."""
+
+    default_split = "test"
+    splits = HumanEvalTask.splits
+
+    def __init__(self, backend: str | None = None, timeout_s: float = 5.0, memory_mb: int = 512, **kwargs):
+        super().__init__(**kwargs)
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.tasks = HumanEvalTask(backend, timeout_s, memory_mb)
+        self.runs = 0
+        self.last_outcome: str | None = None
 
     # ----- episode -----------------------------------------------------------------------------
     def instructions(self) -> str:
@@ -137,8 +163,7 @@ class CodeHumanEvalEnv(TurnEnv):
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.runs = 0
         self.last_outcome = None
-        self.infra_failed = False
-        prompt = problems()[task["task_id"]]["prompt"]
+        prompt = self.tasks.setup("", task)
         obs = f"Complete this function:\n```python\n{prompt}```"
         return obs, {"extra": {"entry_point": task["entry_point"]}}
 
@@ -154,19 +179,19 @@ class CodeHumanEvalEnv(TurnEnv):
             res = self._sandbox(program(problem, code) + _EXAMPLES_HARNESS.format(docstring=docstring(problem)))
             self.runs += 1
             if res.error:
-                self.infra_failed = True
+                self.fail_infra("sandbox_error", res.error)
             self.last_outcome = _digest(res.summary())
-            return res.summary(), 0.0, False, False, {"scorable": not self.infra_failed}
-        verdict = grade_humaneval(problem, program(problem, code), backend=self.backend or default_backend(),
-                                  timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+            return res.summary(), 0.0, False, False, {}
+        verdict = self.tasks.validate(code, self.task)
         if verdict.error:
+            self.fail_infra("sandbox_error", verdict.error)
             return (f"The sandbox failed while grading ({verdict.error}); this episode is not scored.", 0.0, True,
-                    False, {"scorable": False, "done_reason": "sandbox_error"})
-        passed = verdict.passed
+                    False, {"done_reason": "sandbox_error"})
+        passed = verdict.success
         self.last_outcome = "passed" if passed else "failed"
-        obs = "All hidden tests passed." if passed else f"Hidden tests failed: {verdict.reason}"
-        return obs, float(passed), True, False, {"is_success": passed, "progress": float(passed),
-                                                  "scorable": not self.infra_failed, "done_reason": "submitted"}
+        obs = "All hidden tests passed." if passed else f"Hidden tests failed: {verdict.message}"
+        return obs, verdict.reward, True, False, {"is_success": passed, "progress": verdict.progress,
+                                                  "done_reason": "submitted"}
 
     def _sandbox(self, source: str) -> sandbox.Result:
         return sandbox.run(code=source, backend=self.backend or default_backend(), timeout_s=self.timeout_s,
@@ -174,11 +199,10 @@ class CodeHumanEvalEnv(TurnEnv):
 
     def _invalid(self, why: str):
         return (f"Invalid action: {why}.", 0.0, False, False,
-                {"action_valid": False, "parse_error": why, "scorable": not self.infra_failed})
+                {"action_valid": False, "parse_error": why})
 
     def expert_action(self) -> str:
-        problem = problems()[self.task["task_id"]]
-        return "submit\n```python\n" + problem["canonical_solution"] + "```"
+        return self.tasks.expert_action("", self.task)
 
 
 def _code_argument(cmd: Command) -> str:

@@ -15,10 +15,12 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from turngym import sandbox
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.code import repair_tasks
 from turngym.envs.code.common import code_of
 from turngym.envs.code.grading import grade_repair
@@ -40,6 +42,85 @@ sys.exit(int(pytest.main({args!r})))
 _PYTEST_TIME = re.compile(r"( (?:passed|failed|error|errors|skipped|xfailed|xpassed|warnings?|deselected)) in [0-9.]+s\b")
 
 
+@dataclass
+class Checkout:
+    """The world of a repair task: the repository's files as the agent left them, and how many
+    test runs it asked for."""
+
+    files: dict[str, str]
+    tests_run: int = 0
+
+
+def _tests_backend(backend: str | None) -> str | None:
+    """The sandbox for test runs and grading: the persistent worker when there is one."""
+    return backend or ("worker" if "worker" in sandbox.available_backends() else None)
+
+
+class CodeRepairTask:
+    """CodeRepair's ``Task``: generated repositories with one injected bug, graded as SWE-bench
+    does (the package's files with the original tests). Its world is a ``Checkout``."""
+
+    def __init__(self, backend: str | None = None, timeout_s: float = 20.0, memory_mb: int = 1024):
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+
+    def task_ids(self, split: str) -> list[str]:
+        return repair_tasks.task_ids(split)
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        generated = repair_tasks.generate(repair_tasks.task_index(task_id))
+        return {"task_id": task_id, "split": generated.split, "package": generated.package,
+                "bug_kind": generated.bug_kind}
+
+    @staticmethod
+    def repository(task: dict[str, Any]) -> repair_tasks.RepairTask:
+        """The generated repository of a task row: files, tests, bug and fix."""
+        return repair_tasks.generate(repair_tasks.task_index(task["task_id"]))
+
+    def setup(self, checkout: Checkout, task: dict[str, Any]) -> str:
+        repo = self.repository(task)
+        checkout.files = dict(repo.files)
+        checkout.tests_run = 0
+        failing = "\n".join(f"  {t}" for t in repo.fail_to_pass)
+        return f"Repository `{repo.package}` has a bug: these tests fail:\n{failing}"
+
+    def validate(self, checkout: Checkout, task: dict[str, Any]) -> Validation:
+        """Fixed (reward 1) when every FAIL_TO_PASS and PASS_TO_PASS test passes with the
+        package's files; edits elsewhere (tests, conftest.py) do not count."""
+        repo = self.repository(task)
+        package = f"{repo.package}/"
+        graded = {p: c for p, c in checkout.files.items() if p.startswith(package)}
+        outcomes, error = grade_repair(graded, repo.test_files, backend=_tests_backend(self.backend),
+                                       timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        if error:
+            return Validation(done=True, error=error)
+        broken = [t for t in repo.fail_to_pass if outcomes.get(t) != "passed"]
+        regressed = [t for t in repo.pass_to_pass if outcomes.get(t) != "passed"]
+        fixed = not broken and not regressed
+        total = len(repo.fail_to_pass) + len(repo.pass_to_pass)
+        if fixed:
+            message = f"All {total} tests pass: the bug is fixed."
+        else:
+            message = "Not fixed." + (f" Still failing: {', '.join(broken)}." if broken else "") + (
+                f" Now failing (passed before): {', '.join(regressed)}." if regressed else "")
+        share = (total - len(broken) - len(regressed)) / total
+        return Validation(reward=float(fixed), done=True, success=fixed, progress=share, message=message,
+                          extra={"fail_to_pass_failing": len(broken), "pass_to_pass_failing": len(regressed)})
+
+    def expert_action(self, checkout: Checkout, task: dict[str, Any]) -> str:
+        """The known fix as a patch, then a test run, then submit."""
+        repo, files = self.repository(task), checkout.files
+        if files.get(repo.bug_path) != repo.fixed_files[repo.bug_path]:
+            if files.get(repo.bug_path) == repo.files[repo.bug_path]:
+                return "apply_patch\n```diff\n" + repo.fix_patch + "```"
+            return json.dumps({"name": "write_file", "arguments": {
+                "path": repo.bug_path, "content": repo.fixed_files[repo.bug_path]}})
+        if checkout.tests_run == 0:
+            return "run_tests"
+        return "submit"
+
+
 class CodeRepairEnv(TurnEnv):
     """Find and fix the bug that makes some of the repository's tests fail."""
 
@@ -52,19 +133,10 @@ class CodeRepairEnv(TurnEnv):
         self.shell_backend = shell_backend
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
+        self.tasks = CodeRepairTask(backend, timeout_s, memory_mb)
         self.repo: dict[str, str] = {}
         self.spec_task: repair_tasks.RepairTask | None = None
-        self.infra_failed = False
         self.tests_run = 0
-
-    # ----- tasks ------------------------------------------------------------------------------
-    def task_ids(self, split: str | None = None) -> list[str]:
-        return repair_tasks.task_ids(split or self.split)
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        generated = repair_tasks.generate(repair_tasks.task_index(task_id))
-        return {"task_id": task_id, "split": generated.split, "package": generated.package,
-                "bug_kind": generated.bug_kind}
 
     # ----- prompt and tools -------------------------------------------------------------------
     def instructions(self) -> str:
@@ -95,13 +167,11 @@ class CodeRepairEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.spec_task = repair_tasks.generate(repair_tasks.task_index(task["task_id"]))
-        self.repo = dict(self.spec_task.files)
-        self.infra_failed = False
-        self.tests_run = 0
-        failing = "\n".join(f"  {t}" for t in self.spec_task.fail_to_pass)
-        obs = (f"Repository `{self.spec_task.package}` has a bug: these tests fail:\n{failing}\n"
-               f"Files:\n" + "\n".join(f"  {p}" for p in self.repo))
+        self.spec_task = self.tasks.repository(task)
+        checkout = Checkout({})
+        goal = self.tasks.setup(checkout, task)
+        self.repo, self.tests_run = checkout.files, checkout.tests_run
+        obs = f"{goal}\nFiles:\n" + "\n".join(f"  {p}" for p in self.repo)
         return obs, {"extra": {"num_files": len(self.repo)}}
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -116,10 +186,10 @@ class CodeRepairEnv(TurnEnv):
 
     def _invalid(self, why: str):
         return (f"Invalid action: {why}", 0.0, False, False,
-                {"action_valid": False, "parse_error": why, "scorable": not self.infra_failed})
+                {"action_valid": False, "parse_error": why})
 
     def _ok(self, obs: str):
-        return obs, 0.0, False, False, {"scorable": not self.infra_failed}
+        return obs, 0.0, False, False, {}
 
     def _do_list_files(self, cmd: Command):
         return self._ok("\n".join(self.repo))
@@ -165,7 +235,7 @@ class CodeRepairEnv(TurnEnv):
         output, error = self._pytest(self.repo, [target, "--tb=short"])
         self.tests_run += 1
         if error:
-            self.infra_failed = True
+            self.fail_infra("sandbox_error", error)
             return self._ok(f"[sandbox error: {error}]")
         return self._ok(output)
 
@@ -177,7 +247,7 @@ class CodeRepairEnv(TurnEnv):
         res = sandbox.run(command, files=self.repo, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
                           collect_files=True, backend=backend)
         if res.error:
-            self.infra_failed = True
+            self.fail_infra("sandbox_error", res.error)
             return self._ok(f"[sandbox error: {res.error}]")
         note = ""
         if res.files is not None:
@@ -191,34 +261,20 @@ class CodeRepairEnv(TurnEnv):
         return self._ok(res.summary(4000) + note)
 
     def _do_submit(self, cmd: Command):
-        task = self.spec_task
-        package = f"{task.package}/"
-        graded = {p: c for p, c in self.repo.items() if p.startswith(package)}
-        backend = self.backend or ("worker" if "worker" in sandbox.available_backends() else None)
-        outcomes, error = grade_repair(graded, task.test_files, backend=backend, timeout_s=self.timeout_s,
-                                       memory_mb=self.memory_mb)
-        if error:
-            return (f"The sandbox failed while grading ({error}); this episode is not scored.", 0.0, True, False,
-                    {"scorable": False, "done_reason": "sandbox_error"})
-        broken = [t for t in task.fail_to_pass if outcomes.get(t) != "passed"]
-        regressed = [t for t in task.pass_to_pass if outcomes.get(t) != "passed"]
-        fixed = not broken and not regressed
-        total = len(task.fail_to_pass) + len(task.pass_to_pass)
-        if fixed:
-            obs = f"All {total} tests pass: the bug is fixed."
-        else:
-            obs = "Not fixed." + (f" Still failing: {', '.join(broken)}." if broken else "") + (
-                f" Now failing (passed before): {', '.join(regressed)}." if regressed else "")
-        share = (total - len(broken) - len(regressed)) / total
-        return obs, float(fixed), True, False, {
-            "is_success": fixed, "progress": share, "done_reason": "submitted", "scorable": not self.infra_failed,
-            "extra": {"fail_to_pass_failing": len(broken), "pass_to_pass_failing": len(regressed)}}
+        verdict = self.tasks.validate(Checkout(self.repo, self.tests_run), self.task)
+        if verdict.error:
+            self.fail_infra("sandbox_error", verdict.error)
+            return (f"The sandbox failed while grading ({verdict.error}); this episode is not scored.", 0.0, True, False,
+                    {"done_reason": "sandbox_error"})
+        return verdict.message, verdict.reward, True, False, {
+            "is_success": verdict.success, "progress": verdict.progress, "done_reason": "submitted",
+            "extra": verdict.extra}
 
     def _pytest(self, files: dict[str, str], args: list[str]) -> tuple[str, str | None]:
         """(pytest's output, sandbox error or None)."""
         code = _RUNNER.format(args=["-q", "-p", "no:cacheprovider", *args])
         limits = Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb)
-        backend = self.backend or ("worker" if "worker" in sandbox.available_backends() else None)
+        backend = _tests_backend(self.backend)
         if backend == "worker":
             from turngym.sandbox.worker import shared_worker
 
@@ -238,16 +294,7 @@ class CodeRepairEnv(TurnEnv):
         return output or res.summary(), None
 
     def expert_action(self) -> str:
-        """The known fix as a patch, then a test run, then submit."""
-        task = self.spec_task
-        if self.repo.get(task.bug_path) != task.fixed_files[task.bug_path]:
-            if self.repo.get(task.bug_path) == task.files[task.bug_path]:
-                return "apply_patch\n```diff\n" + task.fix_patch + "```"
-            return json.dumps({"name": "write_file", "arguments": {
-                "path": task.bug_path, "content": task.fixed_files[task.bug_path]}})
-        if self.tests_run == 0:
-            return "run_tests"
-        return "submit"
+        return self.tasks.expert_action(Checkout(self.repo, self.tests_run), self.task)
 
 
 def _arg(cmd: Command, name: str, default):

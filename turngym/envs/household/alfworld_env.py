@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from turngym.core.env import TurnEnv, state_key
+from turngym.core.task import Validation
 from turngym.envs.household.engine import NOT_ADMISSIBLE
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -37,6 +38,40 @@ def _engine():
     return AlfredDemangler(shuffle=False)(PddlEnv(infos))
 
 
+class ALFWorldTask:
+    """ALFWorld-v0's ``Task``: the game files under ``games``, won when the engine says so. Its
+    world is the engine's game state as the last reset or step left it (the runtime loads and
+    resets the file); it has no expert."""
+
+    def __init__(self, games: Path, reward_scale: float = 1.0):
+        self.games = games
+        self.reward_scale = reward_scale
+
+    def task_ids(self, split: str) -> list[str]:
+        if split not in SPLITS:
+            raise ValueError(f"split: unknown {split!r}; allowed: {list(SPLITS)}")
+        root = self.games / split if (self.games / split).is_dir() else self.games
+        found = sorted(str(p) for p in root.rglob("*.tw-pddl")) if root.is_dir() else []
+        return [p for p in found if json.loads(Path(p).read_text()).get("solvable", True)]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        if not Path(task_id).is_file():
+            raise ValueError(f"task_id: {task_id!r} is not an ALFWorld game file (a path to *.tw-pddl)")
+        return {"task_id": task_id, "alfworld_game": task_id}
+
+    def setup(self, state, task: dict[str, Any]) -> str:
+        return state.feedback
+
+    def validate(self, state, task: dict[str, Any]) -> Validation:
+        won = bool(state["won"])
+        reward = self.reward_scale if won else 0.0
+        return Validation(reward=reward, done=won, success=won, progress=1.0 if won else 0.0,
+                          components={"success": reward})
+
+    def expert_action(self, state, task: dict[str, Any]) -> str:
+        raise NotImplementedError("turngym/ALFWorld-v0 has no expert")
+
+
 class ALFWorldEnv(TurnEnv):
     """ALFWorld through TextWorld's PDDL engine. Options: ``games`` (folder of game files),
     ``show_admissible``, ``reward_scale``."""
@@ -51,25 +86,11 @@ class ALFWorldEnv(TurnEnv):
         if not isinstance(reward_scale, (int, float)) or reward_scale < 0:
             raise ValueError(f"reward_scale: must be a number >= 0, got {reward_scale!r}")
         default = Path(os.environ.get("ALFWORLD_DATA", "~/.cache/alfworld")).expanduser() / "json_2.1.1"
-        self.games = Path(games).expanduser() if games else default
+        self.tasks = ALFWorldTask(Path(games).expanduser() if games else default, float(reward_scale))
         self.show_admissible = show_admissible
-        self.reward_scale = float(reward_scale)
         self._env = None  # made on the first reset: importing the engine is slow
         self._state = None
         self._facts_key = ""
-
-    def task_ids(self, split: str | None = None) -> list[str]:
-        split = split or self.split
-        if split not in SPLITS:
-            raise ValueError(f"split: unknown {split!r}; allowed: {list(SPLITS)}")
-        root = self.games / split if (self.games / split).is_dir() else self.games
-        found = sorted(str(p) for p in root.rglob("*.tw-pddl")) if root.is_dir() else []
-        return [p for p in found if json.loads(Path(p).read_text()).get("solvable", True)]
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        if not Path(task_id).is_file():
-            raise ValueError(f"task_id: {task_id!r} is not an ALFWorld game file (a path to *.tw-pddl)")
-        return {"task_id": task_id, "alfworld_game": task_id}
 
     def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
         task = options.get("task")
@@ -85,17 +106,16 @@ class ALFWorldEnv(TurnEnv):
             self._env = _engine()
         self._env.load(path)
         self._state = self._env.reset()
-        return self._state.feedback, self._fields(True, 0.0)
+        return self.tasks.setup(self._state, task), self._fields(True, 0.0)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         valid = action.strip() in self._state["admissible_commands"]
         self._state, _, _ = self._env.step(action)
-        won = bool(self._state["won"])
-        reward = self.reward_scale if won else 0.0
-        fields = self._fields(valid, reward)
-        if won:
+        verdict = self.tasks.validate(self._state, self.task)
+        fields = self._fields(valid, verdict.reward)
+        if verdict.success:
             fields["done_reason"] = "success"
-        return self._state.feedback, reward, won, False, fields
+        return self._state.feedback, verdict.reward, verdict.done, False, fields
 
     def _fields(self, valid: bool, reward: float) -> dict[str, Any]:
         state = self._state

@@ -1,10 +1,14 @@
-"""HouseholdEnv: the Gymnasium face of the household engine (one agent, one or two goals)."""
+"""HouseholdEnv: the Gymnasium face of the household engine (one agent, one or two goals).
+
+``HouseholdTask`` is its ``Task`` (core/task.py): the games, their goals in order, success and
+shaped progress; the env runs the engine's ``World`` (commands, observations, state)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.household import alfworld_files, generator
 from turngym.envs.household.engine import (
     HEADER,
@@ -15,7 +19,8 @@ from turngym.envs.household.engine import (
     lenient_command,
 )
 from turngym.envs.household.expert import expert_action
-from turngym.envs.household.tasks import LOOK, goal_progress
+from turngym.envs.household.generator import Game
+from turngym.envs.household.tasks import LOOK, Goal, goal_progress
 
 AGENT = "agent"
 # commands that cannot change any goal's progress (goals read hands, places, treatments and lit
@@ -33,8 +38,79 @@ Names carry their number, e.g. "mug 1", "countertop 2". You can hold one object 
 Closed receptacles must be opened before you take from or put into them. Heat with a microwave, \
 cool with a fridge, clean with a sinkbasin while holding the object.{listing}
 A command that cannot be done answers "Nothing happens." and changes nothing."""
+# what a command that cannot change any goal's progress scores: nothing
+_UNCHANGED = Validation(components={"success": 0.0, "shaping": 0.0})
 _INSTRUCTIONS = {False: INSTRUCTIONS.format(listing=""), True: INSTRUCTIONS.format(
     listing="\nOnly admissible commands work; the list of them is given each turn.")}
+
+
+class HouseholdTask:
+    """The household's ``Task``. Its world is the engine's ``World``; the task keeps which of the
+    game's goals is being played and the progress made, so each gain is paid once."""
+
+    def __init__(self, kind: str = "room", paraphrase: bool = False, reward_scale: float = 1.0,
+                 shaped_reward: float = 0.0):
+        self.kind = kind
+        self.paraphrase = paraphrase
+        self.reward_scale = reward_scale
+        self.shaped_reward = shaped_reward
+        self.goal_index = 0
+        self.progress = 0.0  # share of subgoals done now
+        self.best_progress = 0.0  # the most so far: shaping pays each gain once
+
+    def task_ids(self, split: str) -> list[str]:
+        return list(generator.task_ids(self.kind, split))
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        kind, split, rooms, tasks = generator.parse_task_id(task_id)
+        if kind != self.kind:
+            raise ValueError(f"task_id: {task_id!r} is a {kind!r} game; this env plays {self.kind!r} games")
+        return {"task_id": task_id, "split": split, "rooms": [r for r, _ in rooms],
+                "layouts": [i for _, i in rooms], "task_types": tasks}
+
+    def game(self, task: dict[str, Any]) -> Game:
+        """The game a task row plays (the world the runtime builds for it)."""
+        if "alfworld_game" in task:
+            return alfworld_files.load_game(task["alfworld_game"])
+        self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
+        return generator.build_game(task["task_id"])
+
+    def setup(self, world: World, task: dict[str, Any]) -> str:
+        self.goal_index = 0
+        self.progress = self.best_progress = 0.0
+        return self.goal_texts(world)[0]
+
+    def goal(self, world: World) -> Goal:
+        """The goal being played now."""
+        return world.game.goals[self.goal_index]
+
+    def goal_texts(self, world: World) -> tuple[str, ...]:
+        game = world.game
+        return game.paraphrased_texts if self.paraphrase else game.goal_texts
+
+    def validate(self, world: World, task: dict[str, Any]) -> Validation:
+        """Progress on the goal, moving on to the next goal once one is met (``message`` then
+        announces it); success when the last goal is met; the shaping pays progress gains."""
+        goals = world.game.goals
+        done = goal_progress(world, goals[self.goal_index])
+        message = ""
+        while done >= 1.0 and self.goal_index + 1 < len(goals):
+            self.goal_index += 1
+            message += f"\n\nYour next task is to: {self.goal_texts(world)[self.goal_index]}"
+            done = goal_progress(world, goals[self.goal_index])
+        success = done >= 1.0
+        self.progress = (self.goal_index + done) / len(goals)
+        gain = 0.0
+        if self.progress > self.best_progress:
+            gain = self.progress - self.best_progress
+            self.best_progress = self.progress
+        components = {"success": self.reward_scale if success else 0.0,
+                      "shaping": self.shaped_reward * self.reward_scale * gain}
+        return Validation(reward=components["success"] + components["shaping"], done=success, success=success,
+                          components=components, progress=self.progress, message=message)
+
+    def expert_action(self, world: World, task: dict[str, Any]) -> str:
+        return expert_action(world, AGENT, self.goal(world))
 
 
 class HouseholdEnv(TurnEnv):
@@ -72,27 +148,13 @@ class HouseholdEnv(TurnEnv):
         self.list_actions_in_observation = list_actions_in_observation
         self.lenient = lenient
         self.legacy_commands = legacy_commands
-        self.paraphrase = paraphrase
-        self.reward_scale = float(reward_scale)
-        self.shaped_reward = float(shaped_reward)
+        self.tasks = HouseholdTask(kind, paraphrase, float(reward_scale), float(shaped_reward))
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.world: World | None = None
         self.reveal_contents = reveal_contents
-        self.goal_index = 0
-        self.progress = 0.0  # share of subgoals done now
-        self.best_progress = 0.0  # the most so far: shaping pays each gain once
         self.key = ""
 
     # ----- tasks ------------------------------------------------------------------------------------
-    def task_ids(self, split: str | None = None) -> list[str]:
-        return list(generator.task_ids(self.kind, split or self.split))
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        kind, split, rooms, tasks = generator.parse_task_id(task_id)
-        if kind != self.kind:
-            raise ValueError(f"task_id: {task_id!r} is a {kind!r} game; this env plays {self.kind!r} games")
-        return {"task_id": task_id, "split": split, "rooms": [r for r, _ in rooms],
-                "layouts": [i for _, i in rooms], "task_types": tasks}
 
     def _choose_task(self, options: dict[str, Any]) -> dict[str, Any]:
         task = options.get("task")
@@ -107,17 +169,11 @@ class HouseholdEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        if "alfworld_game" in task:
-            game = alfworld_files.load_game(task["alfworld_game"])
-        else:
-            self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
-            game = generator.build_game(task["task_id"])
-        self.world = World(game, (AGENT,))
-        self.goal_index = 0
-        self.progress = self.best_progress = 0.0
+        self.world = World(self.tasks.game(task), (AGENT,))
+        goal = self.tasks.setup(self.world, task)
         self.key = self.world.key(0)
         intro = self.world.overview() if self.reveal_contents else self.world.intro()
-        obs = f"{HEADER}\n\n{intro}\n\nYour task is to: {self._goal_texts()[0]}"
+        obs = f"{HEADER}\n\n{intro}\n\nYour task is to: {goal}"
         return self._observe(obs), self._fields(True, None, {"success": 0.0, "shaping": 0.0,
                                                              "invalid_penalty": 0.0})
 
@@ -127,29 +183,16 @@ class HouseholdEnv(TurnEnv):
         if self.lenient and not world.is_admissible(AGENT, command):
             command = lenient_command(action)
         obs, valid = world.execute(AGENT, command)
-        success = False
         # an invalid or read-only command changed nothing: key and progress stay as they were
+        verdict = _UNCHANGED
         if valid and not command.startswith(READ_ONLY):
-            goals = world.game.goals
             if not command.startswith(_NO_PROGRESS) or (
-                    command[:3] == "go " and goals[self.goal_index].task_type == LOOK):
-                done = goal_progress(world, goals[self.goal_index])
-                while done >= 1.0 and self.goal_index + 1 < len(goals):
-                    self.goal_index += 1
-                    obs += f"\n\nYour next task is to: {self._goal_texts()[self.goal_index]}"
-                    done = goal_progress(world, goals[self.goal_index])
-                success = done >= 1.0
-                self.progress = (self.goal_index + done) / len(goals)
-            self.key = world.key(self.goal_index)
-        gain = 0.0
-        if self.progress > self.best_progress:
-            gain = self.progress - self.best_progress
-            self.best_progress = self.progress
-        components = {
-            "success": self.reward_scale if success else 0.0,
-            "shaping": self.shaped_reward * self.reward_scale * gain,
-            "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty,
-        }
+                    command[:3] == "go " and self.tasks.goal(world).task_type == LOOK):
+                verdict = self.tasks.validate(world, self.task)
+                obs += verdict.message
+            self.key = world.key(self.tasks.goal_index)
+        success = verdict.success
+        components = {**verdict.components, "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty}
         fields = self._fields(valid, None if valid else NOT_ADMISSIBLE, components)
         if success:
             fields["done_reason"] = "success"
@@ -158,10 +201,6 @@ class HouseholdEnv(TurnEnv):
             obs = self._observe(obs)
         return obs, reward, success, False, fields
 
-    def _goal_texts(self) -> tuple[str, ...]:
-        game = self.world.game
-        return game.paraphrased_texts if self.paraphrase else game.goal_texts
-
     def _observe(self, obs: str) -> str:
         if self.list_actions_in_observation:
             obs += "\n\nAdmissible actions: " + ", ".join(self.world.admissible(AGENT))
@@ -169,25 +208,24 @@ class HouseholdEnv(TurnEnv):
 
     def _fields(self, valid: bool, parse_error: str | None,
                 components: dict[str, float]) -> dict[str, Any]:
-        world = self.world
-        goal = world.game.goals[self.goal_index]
+        world, tasks = self.world, self.tasks
         return {
             "state_key": self.key,
             "admissible_actions": list(world.admissible(AGENT)) if self.show_admissible else None,
             "action_valid": valid,
             "parse_error": parse_error,
-            "progress": self.progress,
-            "is_success": self.progress >= 1.0,
+            "progress": tasks.progress,
+            "is_success": tasks.progress >= 1.0,
             "reward_components": components,
-            "extra": {"task_type": goal.task_type, "goal": self._goal_texts()[self.goal_index],
-                      "goal_index": self.goal_index},
+            "extra": {"task_type": tasks.goal(world).task_type, "goal": tasks.goal_texts(world)[tasks.goal_index],
+                      "goal_index": tasks.goal_index},
         }
 
     # ----- the rest of the contract -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         if self.world is None:
             return {}
-        return {**self.world.state_dict(), "goal_index": self.goal_index}
+        return {**self.world.state_dict(), "goal_index": self.tasks.goal_index}
 
     def admissible_actions(self) -> list[str] | None:
         if self.world is None or not self.show_admissible:
@@ -200,9 +238,4 @@ class HouseholdEnv(TurnEnv):
     def expert_action(self) -> str:
         if self.world is None:
             raise RuntimeError("call reset() before expert_action()")
-        return expert_action(self.world, AGENT, self.world.game.goals[self.goal_index])
-
-    def render(self):
-        if self.render_mode == "ansi":
-            return self._last_observation
-        return None
+        return self.tasks.expert_action(self.world, self.task)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket, void_step
+from turngym.core.task import Validation
+from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket, void_step
 
 INT = re.compile(r"^\$?\s*(\d{1,6})$")
 
@@ -36,11 +37,23 @@ class Auction(TextGame):
         self.budget = {a: task["budget"] for a in self.possible_agents}
         self.points = {a: 0 for a in self.possible_agents}
         self.bids: dict[str, int] = {}
+        return {a: self.brief(a) for a in self.possible_agents}
+
+    def brief(self, agent: str) -> str:
+        task = self.task
         schedule = ", ".join(str(v) for v in task["values"])
-        first = {a: f"You have ${task['budget']}. Item values, in order: {schedule}. "
-                    f"Round 1: an item worth {task['values'][0]}. Your bid?"
-                 for a in self.possible_agents}
-        return first
+        return (f"You have ${task['budget']}. Item values, in order: {schedule}. "
+                f"Round 1: an item worth {task['values'][0]}. Your bid?")
+
+    def validate(self, agent: str) -> Validation:
+        """Once the game is over: +1 for more points than the opponent, -1 for fewer, 0 for a tie."""
+        if not self.over:
+            return Validation(progress=self.round / len(self.task["values"]))
+        other = next(a for a in self.possible_agents if a != agent)
+        diff = self.points[agent] - self.points[other]
+        result = 1.0 if diff > 0 else -1.0 if diff < 0 else 0.0
+        return Validation(reward=result, done=True, success=result > 0, progress=1.0,
+                          components={"outcome": result})
 
     def instructions(self, agent: str) -> str:
         return ("You play a series of sealed-bid auctions against one opponent. Each round, bid on "
@@ -100,11 +113,10 @@ class Auction(TextGame):
                     f"{who} the item worth {value}. Points: you {self.points[a]}, opponent "
                     f"{self.points[other]}. Budget left: ${self.budget[a]}.")
             if self.over:
-                diff = self.points[a] - self.points[other]
-                result = 1.0 if diff > 0 else -1.0 if diff < 0 else 0.0
+                verdict = self.validate(a)
+                result = verdict.reward
                 text += f" Game over: you {'win' if result > 0 else 'lose' if result < 0 else 'tie'}."
-                out[a] = Outcome(text, result, {"is_success": result > 0, "progress": 1.0,
-                                                "reward_components": {"outcome": result}})
+                out[a] = final_outcome(text, verdict)
             else:
                 nxt = self.task["values"][self.round]
                 out[a] = Outcome(text + f" Round {self.round + 1}: an item worth {nxt}. Your bid?", 0.0,

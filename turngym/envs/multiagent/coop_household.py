@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from turngym.core.task import Validation
 from turngym.envs.household import generator
 from turngym.envs.household.engine import World, strict_command
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import TWO, goal_met, goal_progress
-from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket, void_step
+from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket, void_step
 
 AGENTS = ("agent_0", "agent_1")
 SLACK = 2
@@ -89,13 +90,21 @@ class CoopHousehold(TextGame):
         self.world = World(generator.build_game(task["household_task_id"]), AGENTS)
         self.goal = self.world.game.goals[0]
         self.inbox: dict[str, list[str]] = {a: [] for a in AGENTS}
-        goal_text = self.world.game.goal_texts[0]
-        first = {}
-        for a in AGENTS:
-            partner = AGENTS[1 - AGENTS.index(a)]
-            first[a] = (f"{self.world.intro()}\n\nYour task is to: {goal_text} You work with a "
-                        f"partner, {partner}, who is in the same room. You have {self.max_turns} turns together.")
-        return first
+        return {a: self.brief(a) for a in AGENTS}
+
+    def brief(self, agent: str) -> str:
+        partner = AGENTS[1 - AGENTS.index(agent)]
+        return (f"{self.world.intro()}\n\nYour task is to: {self.world.game.goal_texts[0]} You work with a "
+                f"partner, {partner}, who is in the same room. You have {self.max_turns} turns together.")
+
+    def validate(self, agent: str) -> Validation:
+        """The team's: 1 each once the goal holds; progress is the goal's share of subgoals done."""
+        progress = goal_progress(self.world, self.goal)
+        success = progress >= 1.0
+        reward = 1.0 if success else 0.0
+        return Validation(reward=reward, done=success, success=success, progress=progress,
+                          components={"team": reward},
+                          extra={"task_type": TWO, "goal": self.world.game.goal_texts[0]})
 
     def instructions(self, agent: str) -> str:
         return ("You are one of two agents in a household text world, sharing one goal. Each turn, "
@@ -136,26 +145,21 @@ class CoopHousehold(TextGame):
                 texts[agent], valid[agent] = f"You tell {partner}: \"{said[:300]}\"", True
             else:
                 texts[agent], valid[agent] = self.world.execute(agent, strict_command(action))
-        success = goal_met(self.world, self.goal)
-        if success:
+        verdict = self.validate(AGENTS[0])  # the team's: the same for both agents
+        if verdict.success:
             self.over, self.done_reason = True, "success"
         elif self.turn >= self.max_turns:
             self.over, self.done_reason = True, "max_turns"
-        progress = goal_progress(self.world, self.goal)
         out = {}
         for agent in AGENTS:
             text = texts[agent]
             if self.inbox[agent]:
                 text += "\n" + "\n".join(self.inbox[agent])
                 self.inbox[agent] = []
-            reward = 1.0 if success else 0.0
-            if success:
+            if verdict.success:
                 text += "\nThe team's goal is done."
-            fields = {"action_valid": valid[agent], "progress": progress, "is_success": success,
-                      "parse_error": None if valid[agent] else "not an admissible command",
-                      "reward_components": {"team": reward},
-                      "extra": {"task_type": TWO, "goal": self.world.game.goal_texts[0]}}
-            out[agent] = Outcome(text, reward, fields)
+            out[agent] = final_outcome(text, verdict, {
+                "action_valid": valid[agent], "parse_error": None if valid[agent] else "not an admissible command"})
         return out
 
     def expert_action(self, agent: str) -> str:

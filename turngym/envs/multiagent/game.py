@@ -11,7 +11,12 @@ same few methods:
     step({agent: action}) -> {agent: Outcome}   one outcome per agent (acting or not)
     state()                                canonical true state (hashed into ``state_key``)
     over, done_reason, turn                whether and why the game ended; the game's turn count
-    instructions(agent), admissible_actions(agent), expert_action(agent)
+    instructions(agent), admissible_actions(agent)
+
+and its task side, per seat: ``brief(agent)`` (what the seat is told at the start),
+``validate(agent)`` (the seat's score now: the ``Validation`` the game pays it when it ends) and
+``expert_action(agent)``. ``SeatTask`` presents them as the ``Task`` (core/task.py) of one seat,
+which is what ``SingleAgentView`` plays.
 
 The invalid-action rule (every game, every API): a step in which any acting agent's action is
 malformed or impossible (in seat order: in the state the earlier seats' actions of that step
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from turngym.core.env import StepInfo, state_key
+from turngym.core.task import Validation
 
 
 @dataclass
@@ -75,6 +81,7 @@ class TextGame:
 
     # -- play ----------------------------------------------------------------------------------
     def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+        """Start ``task``; the first observation of every agent (its ``brief``)."""
         raise NotImplementedError
 
     def acting(self) -> list[str]:
@@ -92,12 +99,55 @@ class TextGame:
     def admissible_actions(self, agent: str) -> list[str] | None:
         return None
 
+    # -- the task side, per seat ---------------------------------------------------------------
+    def brief(self, agent: str) -> str:
+        """What ``agent`` is told at the start of the episode ``reset`` began."""
+        raise NotImplementedError
+
+    def validate(self, agent: str) -> Validation:
+        """``agent``'s score now; the game pays it when the episode ends."""
+        raise NotImplementedError
+
     def expert_action(self, agent: str) -> str:
         raise NotImplementedError
 
     def scripted_action(self, agent: str) -> str:
         """The default opponent/partner for a seat the learner does not control."""
         return self.expert_action(agent)
+
+
+class SeatTask:
+    """The ``Task`` (core/task.py) of one seat of a game. Its world is the game, which its
+    runtime (``ParallelTextEnv``) resets with the episode's seed; the game's rules brief, score
+    and play the seat."""
+
+    def __init__(self, game: TextGame, seat: str):
+        self.game = game
+        self.seat = seat
+
+    def task_ids(self, split: str) -> list[str]:
+        return self.game.task_ids(split)
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        return self.game.get_task(task_id)
+
+    def setup(self, game: TextGame, task: dict[str, Any]) -> str:
+        return game.brief(self.seat)
+
+    def validate(self, game: TextGame, task: dict[str, Any]) -> Validation:
+        return game.validate(self.seat)
+
+    def expert_action(self, game: TextGame, task: dict[str, Any]) -> str:
+        return game.expert_action(self.seat)
+
+
+def final_outcome(text: str, verdict: Validation, fields: dict[str, Any] | None = None) -> Outcome:
+    """An agent's outcome carrying its ``validate`` verdict (reward, success, progress, parts)."""
+    info = {**(fields or {}), "is_success": verdict.success, "progress": verdict.progress,
+            "reward_components": dict(verdict.components)}
+    if verdict.extra:
+        info["extra"] = dict(verdict.extra)
+    return Outcome(text, verdict.reward, info)
 
 
 def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, Any] | None = None,

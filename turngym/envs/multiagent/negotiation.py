@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from turngym.envs.multiagent.game import Outcome, TextGame, parse_bracket
+from turngym.core.task import Validation
+from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket
 
 ITEMS = ["lamp", "chair", "rug", "desk", "bookshelf", "mirror", "vase", "clock", "painting", "sofa",
          "bicycle", "guitar"]
@@ -48,13 +49,13 @@ class Negotiation(TextGame):
         self.deal: dict[str, Any] | None = None
         self.history: list[str] = []
         self.turns_taken = {a: 0 for a in self.possible_agents}
-        listing = ", ".join(task["items"])
-        return {
-            "buyer": f"The seller lists: {listing}. Your values: {self._fmt(task['values'])}. "
-                     "You move first.",
-            "seller": f"You list: {listing}. Your costs: {self._fmt(task['costs'])}. "
-                      "The buyer moves first.",
-        }
+        return {a: self.brief(a) for a in self.possible_agents}
+
+    def brief(self, agent: str) -> str:
+        listing = ", ".join(self.task["items"])
+        if agent == "buyer":
+            return f"The seller lists: {listing}. Your values: {self._fmt(self.task['values'])}. You move first."
+        return f"You list: {listing}. Your costs: {self._fmt(self.task['costs'])}. The buyer moves first."
 
     @staticmethod
     def _fmt(prices: dict[str, int]) -> str:
@@ -82,6 +83,13 @@ class Negotiation(TextGame):
             return float(sum(self.task["values"][i] for i in bundle) - self.deal["price"])
         return float(self.deal["price"] - sum(self.task["costs"][i] for i in bundle))
 
+    def validate(self, agent: str) -> Validation:
+        """The agent's utility; a success is a deal that gains it something."""
+        u = self.utility(agent)
+        return Validation(reward=u, done=self.over, success=self.deal is not None and u > 0,
+                          progress=1.0 if self.deal else 0.0, components={"utility": u},
+                          extra={"deal": self.deal})
+
     def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
         agent = self.to_move
         other = "seller" if agent == "buyer" else "buyer"
@@ -102,13 +110,10 @@ class Negotiation(TextGame):
             you = "You" if a == agent else f"The {agent}"
             text = f"{you} {event}."
             if self.over:
-                u = self.utility(a)
+                verdict = self.validate(a)
                 text += (f" Deal: {', '.join(self.deal['items'])} for ${self.deal['price']:g}. "
-                         f"Your utility: {u:g}." if self.deal else " No deal. Your utility: 0.")
-                out[a] = Outcome(text, u, {"is_success": self.deal is not None and u > 0,
-                                           "progress": 1.0 if self.deal else 0.0,
-                                           "reward_components": {"utility": u},
-                                           "extra": {"deal": self.deal}})
+                         f"Your utility: {verdict.reward:g}." if self.deal else " No deal. Your utility: 0.")
+                out[a] = final_outcome(text, verdict)
             else:
                 out[a] = Outcome(text + (" Your move." if a == other else ""), 0.0, {})
         return out

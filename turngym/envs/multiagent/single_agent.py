@@ -15,7 +15,7 @@ import numpy as np
 from turngym.core.env import TurnEnv
 from turngym.core.policy import Conversation, as_completion
 from turngym.core.records import Step, Trajectory
-from turngym.envs.multiagent.game import TextGame
+from turngym.envs.multiagent.game import SeatTask, TextGame
 from turngym.envs.multiagent.pettingzoo_api import ParallelTextEnv
 
 RANDOM_ACTIONS = {
@@ -77,15 +77,10 @@ class SingleAgentView(TurnEnv):
         self.seat = seat or self.game.possible_agents[0]
         if self.seat not in self.game.possible_agents:
             raise ValueError(f"seat: {self.seat!r} is not one of {list(self.game.possible_agents)}")
+        self.tasks = SeatTask(self.game, self.seat)
         self.others_spec = others
         self.parallel = ParallelTextEnv(self.game, split=self.split)
         self.players: dict[str, _SeatPlayer] = {}
-
-    def task_ids(self, split=None):
-        return self.game.task_ids(split or self.split)
-
-    def get_task(self, task_id):
-        return self.game.get_task(task_id)
 
     def instructions(self) -> str:
         return self.game.instructions(self.seat)
@@ -97,16 +92,16 @@ class SingleAgentView(TurnEnv):
         return None if self.game.over else self.game.admissible_actions(self.seat)
 
     def expert_action(self) -> str:
-        return self.game.expert_action(self.seat)
+        return self.tasks.expert_action(self.game, self.task)
 
     def _reset(self, task):
-        obs, infos = self.parallel.reset(seed=self.episode_seed, options={"task": task})
+        _, infos = self.parallel.reset(seed=self.episode_seed, options={"task": task})
         self.players = {}
         for i, agent in enumerate(a for a in self.game.possible_agents if a != self.seat):
             spec = self.others_spec.get(agent, "scripted") if isinstance(self.others_spec, dict) else self.others_spec
             self.players[agent] = _SeatPlayer(spec, agent, self.game, self.episode_seed + i + 1)
             self.players[agent].observe(infos[agent])
-        texts, reward, fields = self._advance([obs[self.seat]], 0.0, {})
+        texts, reward, fields = self._advance([self.tasks.setup(self.game, task)], 0.0, {})
         return "\n".join(texts), {}
 
     def _step(self, action):

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.shop import goals as goals_mod
 from turngym.envs.shop.pages import ShopSession
 from turngym.envs.shop.render import OBSERVATION_MODES, render
@@ -26,6 +27,78 @@ Actions (one per turn):
                      "< prev", "description", "features", "reviews" or "buy now"
 Choose every option the instruction asks for before you click[buy now]; buying ends the episode \
 and scores how well the product, its options and its price match the instruction."""
+
+
+class ShopTask:
+    """The shop's ``Task``: goals drawn from the catalog, a purchase validated with WebShop's
+    score. Its world is the episode's ``ShopSession`` (the text shop's and the browser shop's)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self._goal_cache: dict[str, dict[str, Any]] = {}
+        self.expert_searches = 0  # the oracle's searches this episode (it searches twice at most)
+
+    def task_ids(self, split: str) -> list[str]:
+        total = goals_mod.num_goals(self.catalog)
+        return [goals_mod.task_id(self.catalog, i) for i in goals_mod.split_range(split, total)]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        goal = self._goal_cache.get(task_id)
+        if goal is None:
+            goal = goals_mod.make_goal(self.catalog, goals_mod.parse_task_id(self.catalog, task_id))
+            if len(self._goal_cache) > 10_000:
+                self._goal_cache.clear()
+            self._goal_cache[task_id] = goal
+        return goal
+
+    def setup(self, session: ShopSession, task: dict[str, Any]) -> str:
+        self.expert_searches = 0
+        return task["instruction_text"]
+
+    def validate(self, session: ShopSession, task: dict[str, Any]) -> Validation:
+        """Nothing until the purchase; then WebShop's score of it (1.0: a full match)."""
+        if session is None or not session.done:
+            return Validation()
+        reward = float(session.reward)
+        success = math.isclose(reward, 1.0, abs_tol=1e-9)
+        return Validation(reward=reward, done=True, success=success, progress=reward,
+                          components=dict(session.reward_components),
+                          extra={"reward_details": dict(session.reward_details), "purchase": session.purchase})
+
+    def expert_action(self, session: ShopSession, goal: dict[str, Any]) -> str:
+        """Search with the instruction's words, find the target (up to 5 result pages; else search
+        its exact title), open it, choose the goal's options, buy."""
+        page = session.page
+        target = goal["asin"].upper()
+        if page.kind == "search" or (page.kind == "results" and self.expert_searches == 0):
+            return self._expert_search(goal)
+        labels = {c.label for c in session.clickables()}
+        if page.kind == "results":
+            if target.lower() in labels:
+                return f"click[{target.lower()}]"
+            if page.page < 5 and session.results(page.query)[page.page * 10:]:
+                return "click[next >]"
+            return self._expert_search(goal)
+        if page.kind == "detail":
+            return "click[< prev]"
+        if page.asin != target:
+            return "click[< prev]"
+        product = session.catalog.product(target)
+        chosen = dict(page.options)
+        for wanted in goal["goal_options"]:
+            group, value = best_option(product["options"], wanted)
+            if group is None or chosen.get(group) == value:
+                continue
+            clicked = session.click_target(value.lower())
+            if clicked is not None and clicked.group == group:
+                return f"click[{value.lower()}]"
+        return "click[buy now]"
+
+    def _expert_search(self, goal: dict[str, Any]) -> str:
+        self.expert_searches += 1
+        if self.expert_searches == 1:
+            return f"search[{goal_keywords(goal['instruction_text'])}]"
+        return f"search[{goal['name']}]"
 
 
 class ShopEnv(TurnEnv):
@@ -51,25 +124,9 @@ class ShopEnv(TurnEnv):
         self.observation_mode = observation_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.catalog: Catalog = open_catalog(catalog_size, catalog_seed, catalog_path, bm25_k1, bm25_b)
+        self.tasks = ShopTask(self.catalog)
         self.session: ShopSession | None = None
         self._observation = ""
-        self._goal_cache: dict[str, dict[str, Any]] = {}
-        self._expert_searches = 0
-
-    # ----- tasks --------------------------------------------------------------------------------
-    def task_ids(self, split: str | None = None) -> list[str]:
-        split = split or self.split
-        total = goals_mod.num_goals(self.catalog)
-        return [goals_mod.task_id(self.catalog, i) for i in goals_mod.split_range(split, total)]
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        goal = self._goal_cache.get(task_id)
-        if goal is None:
-            goal = goals_mod.make_goal(self.catalog, goals_mod.parse_task_id(self.catalog, task_id))
-            if len(self._goal_cache) > 10_000:
-                self._goal_cache.clear()
-            self._goal_cache[task_id] = goal
-        return goal
 
     # ----- episode ------------------------------------------------------------------------------
     def instructions(self) -> str:
@@ -83,9 +140,9 @@ class ShopEnv(TurnEnv):
         if missing:
             raise ValueError(f"reset options: task row lacks {sorted(missing)}")
         self.session = ShopSession(catalog=self.catalog, goal=task)
-        self._expert_searches = 0
+        goal = self.tasks.setup(self.session, task)
         self._observation = self._observe()
-        return self._observation, {"extra": {"goal": task["instruction_text"],
+        return self._observation, {"extra": {"goal": goal,
                                              "available_actions": self.session.available_actions()}}
 
     def get_available_actions(self) -> dict[str, Any]:
@@ -104,13 +161,11 @@ class ShopEnv(TurnEnv):
         if not session.done:
             return self._observation, 0.0, False, False, {
                 "extra": {"available_actions": session.available_actions()}}
-        reward = session.reward
-        success = math.isclose(reward, 1.0, abs_tol=1e-9)
-        return self._observation, reward, True, False, {
-            "reward_components": dict(session.reward_components),
-            "is_success": success, "progress": reward, "done_reason": "purchased",
-            "extra": {"reward_details": dict(session.reward_details), "purchase": session.purchase,
-                      "available_actions": session.available_actions()},
+        verdict = self.tasks.validate(session, self.task)
+        return self._observation, verdict.reward, True, False, {
+            "reward_components": verdict.components,
+            "is_success": verdict.success, "progress": verdict.progress, "done_reason": "purchased",
+            "extra": {**verdict.extra, "available_actions": session.available_actions()},
         }
 
     def state(self) -> Any:
@@ -128,42 +183,8 @@ class ShopEnv(TurnEnv):
         self.session = None
         super().close()
 
-    # ----- oracle -------------------------------------------------------------------------------
     def expert_action(self) -> str:
-        """Search with the instruction's words, find the target (up to 5 result pages; else search
-        its exact title), open it, choose the goal's options, buy."""
-        session, goal = self.session, self.task
-        page = session.page
-        target = goal["asin"].upper()
-        if page.kind == "search" or (page.kind == "results" and self._expert_searches == 0):
-            return self._expert_search(goal)
-        labels = {c.label for c in session.clickables()}
-        if page.kind == "results":
-            if target.lower() in labels:
-                return f"click[{target.lower()}]"
-            if page.page < 5 and session.results(page.query)[page.page * 10:]:
-                return "click[next >]"
-            return self._expert_search(goal)
-        if page.kind == "detail":
-            return "click[< prev]"
-        if page.asin != target:
-            return "click[< prev]"
-        product = session.catalog.product(target)
-        chosen = dict(page.options)
-        for wanted in goal["goal_options"]:
-            group, value = best_option(product["options"], wanted)
-            if group is None or chosen.get(group) == value:
-                continue
-            clicked = session.click_target(value.lower())
-            if clicked is not None and clicked.group == group:
-                return f"click[{value.lower()}]"
-        return "click[buy now]"
-
-    def _expert_search(self, goal: dict[str, Any]) -> str:
-        self._expert_searches += 1
-        if self._expert_searches == 1:
-            return f"search[{goal_keywords(goal['instruction_text'])}]"
-        return f"search[{goal['name']}]"
+        return self.tasks.expert_action(self.session, self.task)
 
 
 def goal_keywords(instruction: str) -> str:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from turngym.core.env import TurnEnv
+from turngym.core.task import Validation
 from turngym.envs.toolqa.tasks import KINDS, all_tasks, corpus
 from turngym.tools.builtin import Corpus, calculator, python_tool, search_tool
 from turngym.tools.executor import ON_ERROR, Executor, InfrastructureError, ToolResult
@@ -62,6 +63,45 @@ def shared_corpus() -> Corpus:
     return _CORPUS
 
 
+class ToolQATask:
+    """ToolQA's ``Task``. Its world is the episode's history of tool calls that ran,
+    ``[name, arguments, result]`` each; the last ``answer`` call in it is graded."""
+
+    def __init__(self, kinds: tuple[str, ...] = KINDS):
+        self.kinds = kinds
+
+    def task_ids(self, split: str) -> list[str]:
+        return [k for k, t in all_tasks().items() if t["split"] == split and t["kind"] in self.kinds]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        task = all_tasks().get(task_id)
+        if task is None:
+            raise ValueError(f"task_id: unknown {task_id!r}; see env.task_ids()")
+        return task
+
+    def setup(self, history: list[list[Any]], task: dict[str, Any]) -> str:
+        return task["question"]
+
+    def validate(self, history: list[list[Any]], task: dict[str, Any]) -> Validation:
+        answers = [h[2] for h in history if h[0] == "answer"]
+        if not answers:
+            return Validation()
+        success = grade(answers[-1], task["answer"], task.get("decimals"))
+        return Validation(reward=float(success), done=True, success=success, progress=float(success))
+
+    def expert_action(self, history: list[list[Any]], task: dict[str, Any]) -> str:
+        """Call the task's tool once, then answer with what it returned (search: the fact found)."""
+        used = [h for h in history if h[0] == task["tool"]]
+        if not used:
+            return format_hermes(ToolCall(task["tool"], dict(task["call"])))
+        result = str(used[-1][2]).strip()
+        if task["tool"] == "search":  # the expert reads the passage: the fact must be in it
+            given = task["answer"] if re.search(rf"\b{re.escape(task['answer'])}\b", result) else "not found"
+        else:
+            given = result.splitlines()[0] if result else ""
+        return format_hermes(ToolCall("answer", {"answer": given}))
+
+
 class ToolQAEnv(TurnEnv):
     """Answer questions with tools; see the module docstring."""
 
@@ -76,21 +116,12 @@ class ToolQAEnv(TurnEnv):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error: {on_error!r} is not allowed; allowed: {list(ON_ERROR)}")
         self.kinds = tuple(kinds)
+        self.tasks = ToolQATask(self.kinds)
         self.on_error = on_error
         self.toolset = ToolSet([calculator, search_tool(shared_corpus()), python_tool(timeout=python_timeout), answer])
         self.executor = Executor(self.toolset, timeout=python_timeout + 5)
         self.history: list[list[Any]] = []  # [name, arguments, result] per call: the episode's state
         self.answered: str | None = None
-
-    def task_ids(self, split: str | None = None) -> list[str]:
-        split = split or self.split
-        return [k for k, t in all_tasks().items() if t["split"] == split and t["kind"] in self.kinds]
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        task = all_tasks().get(task_id)
-        if task is None:
-            raise ValueError(f"task_id: unknown {task_id!r}; see env.task_ids()")
-        return task
 
     def tools(self) -> list[dict]:
         return self.toolset.specs()
@@ -106,7 +137,7 @@ class ToolQAEnv(TurnEnv):
 
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.history, self.answered = [], None
-        return task["question"], {"extra": {"kind": task["kind"]}}
+        return self.tasks.setup(self.history, task), {"extra": {"kind": task["kind"]}}
 
     def _step(self, action: str):
         parsed: ParseResult = parse_tool_calls(action, ("hermes", "json", "react"))
@@ -139,8 +170,9 @@ class ToolQAEnv(TurnEnv):
         try:
             results: list[ToolResult] = self.executor.run(calls)
         except InfrastructureError as e:  # the sandbox failed, not the policy: unscorable
+            self.fail_infra("infrastructure_error", str(e))
             message = f"The tool machinery failed ({e}); this episode cannot be scored."
-            return message, 0.0, False, True, {"scorable": False, "done_reason": "infrastructure_error",
+            return message, 0.0, False, True, {"done_reason": "infrastructure_error",
                                                "messages": [{"role": "user", "content": message}]}
         errors = [r.error for r in results if r.error]
         reward, terminated, success = 0.0, False, False
@@ -148,10 +180,10 @@ class ToolQAEnv(TurnEnv):
             if result.error:  # a failed call is an invalid action: the state stays as it was
                 continue
             self.history.append([call.name, call.arguments, result.content])
-            if call.name == "answer" and not result.error:
+            if call.name == "answer":
                 self.answered = result.content
-                success = grade(result.content, self.task["answer"], self.task.get("decimals"))
-                reward, terminated = float(success), True
+                verdict = self.tasks.validate(self.history, self.task)
+                success, reward, terminated = verdict.success, verdict.reward, verdict.done
         if errors and self.on_error == "end":
             terminated = True
         observation = results[0].content if len(results) == 1 else \
@@ -174,17 +206,7 @@ class ToolQAEnv(TurnEnv):
         return observation, reward, terminated, False, fields
 
     def expert_action(self) -> str:
-        """Call the task's tool once, then answer with what it returned (search: the fact found)."""
-        task = self.task
-        used = [h for h in self.history if h[0] == task["tool"]]
-        if not used:
-            return format_hermes(ToolCall(task["tool"], dict(task["call"])))
-        result = str(used[-1][2]).strip()
-        if task["tool"] == "search":  # the expert reads the passage: the fact must be in it
-            given = task["answer"] if re.search(rf"\b{re.escape(task['answer'])}\b", result) else "not found"
-        else:
-            given = result.splitlines()[0] if result else ""
-        return format_hermes(ToolCall("answer", {"answer": given}))
+        return self.tasks.expert_action(self.history, self.task)
 
     def close(self) -> None:
         self.executor.close()
