@@ -201,18 +201,39 @@ def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
 def test_every_estimator_trains(tmp_path, estimator):
-    from turngym.trainers.loop import train
+    """One update moves the policy the way the estimator's advantages point: on the update's own
+    turns, log-probs rise where the advantage is positive and fall where it is negative."""
+    from turngym.trainers.loop import build_trainer, compute_advantages, score, train
 
     extra = ["model.lora=false"] if estimator == "rloo" else []  # full fine-tuning path too
-    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "save_rollouts=true",
+    # one optimizer step over the whole update (a minibatch larger than its turns): a step down
+    # the gradient of the batch's surrogate, whose first-order gain is sum_k A_k (logp'_k - logp_k).
+    # Two-token replies and groups of 4: with 4 tokens nearly every reply has an 'e' (the shaped
+    # reward), every group ties and the advantages are all 0.
+    cfg = cfg_for(tmp_path, "rl.updates=1", "rl.minibatch_size=64", "generation.max_new_tokens=2",
+                  "rl.group_size=4", "eval.at_start=false", "eval.episodes=1", "save_rollouts=true",
                   f"rl.estimator={estimator}", "checkpoint_every=0", "tensorboard=false", *extra)
-    train(cfg, log=lambda _: None)
+    start = build_trainer(cfg, log=lambda _: None)  # same seed: the weights train() starts from
+    trained = train(cfg, log=lambda _: None)
     rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
     assert rows[-1]["update"] == 1 and rows[-1]["policy/completion_tokens"] > 0
     if estimator in ("turn_gae", "hiper"):
         assert "loss/value" in rows[-1]
     trajs = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")
     assert all(s.advantage is not None for t in trajs for s in t.steps)
+    # the token advantages the update used (the value head is still at its start here too)
+    samples = compute_advantages(start, trajs)
+    prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    before = score(start, prompts, completions, with_grad=False)
+    after = score(trained, prompts, completions, with_grad=False)
+    width = before.logprobs.shape[1]
+    adv = torch.tensor([s.advantages + [0.0] * (width - len(s.advantages)) for s in samples])
+    change = (after.logprobs - before.logprobs) * before.mask
+    assert (adv != 0).any() and change.abs().sum() > 0
+    assert (adv * change).sum() > 0
+    assert change[adv > 0].mean() > 0
+    if (adv < 0).any():  # with V = 0 and rewards >= 0, hiper's advantages are never negative
+        assert change[adv < 0].mean() < 0
 
 
 def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path):
