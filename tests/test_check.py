@@ -283,6 +283,7 @@ def test_multiagent_invalid_actions_change_nothing(env_id):
     _ok(check_env(env_id, episodes=4, checks=["invalid"]))
 
 
+@pytest.mark.browser
 def test_browser_one_miniwob_task():
     env_id = "turngym/miniwob.enter-password-v0"
     reason = missing_requirement(env_id)
@@ -291,6 +292,7 @@ def test_browser_one_miniwob_task():
     _ok(check_env(env_id, episodes=3))
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("policy", ["shop-pages:search-buy-first", "shop-pages:search-options-buy-first"])
 def test_browser_shop_pages_shortcuts(policy):
     reason = missing_requirement("turngym/ShopPages-v0")

@@ -56,8 +56,9 @@ def _env() -> dict[str, str]:
 
 
 CASES = [pytest.param(page, line, code, id=f"{page}:{line}",
-                      marks=[pytest.mark.skipif(page in NEEDS_BROWSER and bool(browser_missing()),
-                                                reason=str(browser_missing()))])
+                      marks=[pytest.mark.browser] * (page in NEEDS_BROWSER)
+                      + [pytest.mark.skipif(page in NEEDS_BROWSER and bool(browser_missing()),
+                                            reason=str(browser_missing()))])
          for page in PAGES for line, code in programs(page)]
 
 
