@@ -228,6 +228,7 @@ def test_skill_measure_is_validated():
     assert skill_measure(turngym.make("turngym/Household-v0")) == "reward"
 
 
+@pytest.mark.sandbox
 def test_code_humaneval_apart_from_exploits():
     _ok(check_env("turngym/CodeHumanEval-v0", episodes=4, checks=["expert", "floor", "invalid", "seed"]))
 
@@ -242,6 +243,7 @@ def _humaneval_exploits() -> list:
             for trick in sorted(SUBMIT_EXPLOITS) for backend in _backends()]
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("trick, backend", _humaneval_exploits())
 def test_code_humaneval_exploits_earn_nothing(trick, backend):
     report = check_env("turngym/CodeHumanEval-v0", episodes=3, checks=["shortcut"], policies=[f"code:{trick}"],
@@ -251,11 +253,13 @@ def test_code_humaneval_exploits_earn_nothing(trick, backend):
     _ok(report)
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("check", ["expert", "floor", "invalid", "seed"])
 def test_code_repair_apart_from_exploits(check):
     _ok(check_env("turngym/CodeRepair-v0", episodes=2, checks=[check]))
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("trick", sorted(REPO_EXPLOITS))
 def test_code_repair_exploits_earn_nothing(trick):
     report = check_env("turngym/CodeRepair-v0", episodes=2, checks=["shortcut"], policies=[f"repo:{trick}"])

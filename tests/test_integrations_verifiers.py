@@ -34,6 +34,7 @@ def verifiers_python() -> Path:
     return reference_python("verifiers", VERIFIERS_REQUIREMENTS)
 
 
+@pytest.mark.model
 def test_verifiers_plays_a_turngym_env_with_a_real_model():
     python = verifiers_python()
     tiny()  # converts the tiny model into the test cache the server reads
