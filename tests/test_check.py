@@ -268,6 +268,7 @@ def test_code_repair_exploits_earn_nothing(trick):
 
 
 @pytest.mark.parametrize("check", ["expert", "floor", "seed", "invalid"])
+@pytest.mark.slow
 def test_toolqa(check):
     _ok(check_env("turngym/ToolQA-v0", episodes=5, checks=[check]))
 
@@ -310,6 +311,7 @@ def test_browser_shop_pages_shortcuts(policy):
 
 # ----- a third-party env, installed from its own package -------------------------------------------------
 
+@pytest.mark.slow
 def test_a_third_party_env_from_the_tutorial(tmp_path):
     """The guess-number package of docs/registering-an-env.md, installed, checked through the CLI."""
     text = (ROOT / "docs" / "registering-an-env.md").read_text()
@@ -328,6 +330,7 @@ def test_a_third_party_env_from_the_tutorial(tmp_path):
     assert "guess/Guess-v0: OK (10 task(s) of split 'train', seed 0)" in out.stdout
 
 
+@pytest.mark.slow
 def test_the_docs_python_examples_run():
     """Every python block of docs/check.md runs as written."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "check.md").read_text(), re.S)

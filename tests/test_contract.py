@@ -34,6 +34,7 @@ def test_gymnasium_check_env(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.slow
 def test_step_never_raises_on_arbitrary_text(env_id):
     env = make_or_skip(env_id)
     env.reset(seed=0)

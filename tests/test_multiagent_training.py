@@ -26,6 +26,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_one_seat_trains_through_single_agent_view(tmp_path, one_thread):
     from turngym.trainers.loop import train
 

@@ -198,6 +198,7 @@ def test_scoring_with_gradients(small):
         score_completions(model, prompts, completions[:1])
 
 
+@pytest.mark.slow
 def test_lora_wrapped_model_generates_scores_and_saves(tmp_path):
     peft = pytest.importorskip("peft")
     model, tokenizer = load_in_cache("tiny", device="cpu", seed=3)  # its own copy: peft edits in place
@@ -401,6 +402,7 @@ def test_load_policy_specs(monkeypatch):
     assert isinstance(load_policy("expert"), ExpertPolicy)
 
 
+@pytest.mark.slow
 def test_eval_cli_writes_trajectories_with_token_data(monkeypatch, tmp_path, capsys):
     from turngym.cli import main
 

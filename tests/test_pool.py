@@ -12,6 +12,7 @@ TRAIN = [f"counter-{i}" for i in range(20) if i % 5]
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_expert_solves_every_task_on_every_backend(backend):
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=3, backend=backend) as pool:
         trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=2, seed=10)
@@ -87,6 +88,7 @@ def test_completion_token_data_lands_in_steps():
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_env_that_raises_is_restarted_and_its_episode_unscorable(backend):
     with turngym.EnvPool("turngym-tests/CrashyCounter-v0", num_envs=2, backend=backend) as pool:
         trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=1)
@@ -110,6 +112,7 @@ class Killer:
         return env.unwrapped.expert_action()
 
 
+@pytest.mark.slow
 def test_dead_host_process_is_restarted():
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="process") as pool:
         trajs = pool.rollout(Killer(), ["counter-1", "counter-2", "counter-3"])
@@ -117,6 +120,7 @@ def test_dead_host_process_is_restarted():
     assert "died" in trajs[1].metadata["error"]
 
 
+@pytest.mark.slow
 def test_close_leaves_no_child_process():
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
@@ -129,6 +133,7 @@ def test_close_leaves_no_child_process():
     assert {p.pid for p in me.children(recursive=True) if p.is_running()} - before == set()
 
 
+@pytest.mark.slow
 def test_ray_backend():
     pytest.importorskip("ray")
     import ray

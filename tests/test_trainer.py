@@ -132,6 +132,7 @@ def test_spans():
 
 # ----- real runs -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sft_then_rl_writes_the_run_directory(tmp_path):
     from turngym.trainers.loop import train
 
@@ -200,6 +201,7 @@ def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
+@pytest.mark.slow
 def test_every_estimator_trains(tmp_path, estimator):
     """One update moves the policy the way the estimator's advantages point: on the update's own
     turns, log-probs rise where the advantage is positive and fall where it is negative."""
@@ -278,6 +280,7 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
         assert sample.value_targets[0] == pytest.approx(a_lo[t])
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
     """Kill `turngym train` with SIGKILL after it has logged update 2 of 4, resume, compare."""
     from turngym.trainers.loop import train
@@ -330,6 +333,7 @@ def test_cli_train_errors_name_the_field(tmp_path):
     assert out.returncode == 0 and "estimator: hgpo" in out.stdout
 
 
+@pytest.mark.slow
 def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     """A remote server (vLLM, any OpenAI-compatible API) may return text only: the trainer
     re-tokenizes the replies with its own chat template and recomputes the old log-probs."""
@@ -354,6 +358,7 @@ def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     assert step.prompt_ids and step.completion_ids[-1] == tokenizer.eos_token_id and not step.logprobs
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs)."""
     import argparse
@@ -389,6 +394,7 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert "No RL updates were run" in out and "RL did not improve" not in out
 
 
+@pytest.mark.slow
 def test_two_processes_average_gradients(tmp_path):
     """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
     cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",
@@ -431,6 +437,7 @@ def test_curves_put_every_evaluation_at_its_stage():
     assert [x for x, _, _ in eval_points(no_sft, "success_rate")] == [0.0, 3.0]
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch):
     from turngym.trainers import loop
 
