@@ -1,16 +1,21 @@
-# Two commands: `make demo` (the main job) and `make test` (the suite). Each sets up .venv first.
+# Two commands: `make demo` (the main job) and `make test` (the whole suite). Each sets up .venv first.
+# `make test-fast`: the suite without the tests marked slow, browser, sandbox or model (pyproject.toml).
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.turngym-installed
 APT_PACKAGES := chromium-headless-shell bubblewrap docker.io
 
-.PHONY: demo test lint bench system-deps docker-ready clean
+.PHONY: demo test test-fast lint bench system-deps docker-ready clean
 
 demo: $(STAMP) system-deps
 	$(PY) -m turngym demo
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q
+
+FAST := not slow and not browser and not sandbox and not model
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "$(FAST)"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -21,7 +21,16 @@ def browser_missing() -> str | None:
     return None
 
 
-needs_browser = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+#: what a test that drives a real Chromium carries (a whole module: ``pytestmark = BROWSER_MARKS``):
+#: the ``browser`` marker, which ``make test-fast`` deselects, and a skip where there is none here
+BROWSER_MARKS = [pytest.mark.browser,
+                 pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))]
+
+
+def needs_browser(test):
+    for mark in BROWSER_MARKS:
+        test = mark(test)
+    return test
 
 FORM_PAGE = """<!DOCTYPE html><html><head><title>Form</title></head><body>
 <h1>Test form</h1>

@@ -32,6 +32,19 @@ def contract_env_ids() -> list[str]:
     return ids
 
 
+#: the test markers of what an env needs (spec.needs), so `-m "not browser"` leaves its cases out
+NEED_MARKS = {"browser": pytest.mark.browser, "sandbox": pytest.mark.sandbox}
+
+
+def need_marks(env_id: str) -> list:
+    return [NEED_MARKS[n] for n in turngym.tags(env_id).needs if n in NEED_MARKS]
+
+
+def env_params(env_ids: list[str]) -> list:
+    """The ids as pytest params, each carrying the markers of what its env needs."""
+    return [pytest.param(i, id=i, marks=need_marks(i)) for i in env_ids]
+
+
 def missing_requirement(env_id: str) -> str | None:
     """Why this machine cannot run the env, or None."""
     needs = turngym.tags(env_id).needs

@@ -95,6 +95,7 @@ def test_max_lag_config_is_checked_and_listed():
 
 # ----- runs ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lag_0_is_the_synchronous_path(tmp_path):
     plain = run(tmp_path, "plain", "rl.updates=2")
     lag0 = run(tmp_path, "lag0", "rl.updates=2", "rl.max_lag=0")
@@ -105,6 +106,7 @@ def test_lag_0_is_the_synchronous_path(tmp_path):
 
 
 @pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.slow
 def test_lagged_runs_keep_to_the_lag_and_repeat_for_a_seed(tmp_path, lag):
     rows = run(tmp_path, "a", "rl.updates=5", f"rl.max_lag={lag}")
     assert [r["update"] for r in rows] == [0, 1, 2, 3, 4, 5]
@@ -126,6 +128,7 @@ def test_lagged_runs_keep_to_the_lag_and_repeat_for_a_seed(tmp_path, lag):
         assert read_jsonl(tmp_path / "b" / "rollouts" / name) == read_jsonl(tmp_path / "a" / "rollouts" / name)
 
 
+@pytest.mark.slow
 def test_lagged_run_resumes_exactly(tmp_path):
     straight = run(tmp_path, "straight", "rl.updates=5", "rl.max_lag=2")
     first = run(tmp_path, "resumed", "rl.updates=5", "rl.max_lag=2", stop_after=3)
@@ -175,6 +178,7 @@ def test_lag_refuses_a_separate_rollout_policy(tmp_path):
 
 
 @pytest.mark.parametrize("extra", [("model.lora=false", "rl.kl_coef=0.1"), ("rl.estimator=turn_gae",)])
+@pytest.mark.slow
 def test_lag_with_full_fine_tuning_kl_and_a_value_head(tmp_path, extra):
     rows = run(tmp_path, "run", "rl.updates=3", "rl.max_lag=1", "sft.episodes=0", *extra)
     assert [r["rollout/policy_lag"] for r in rows[1:]] == [0, 1, 1]

@@ -8,14 +8,14 @@ import signal
 import threading
 from pathlib import Path
 
-from browser_pages import HANG_PAGE, bid_of, needs_browser, pages_env
+from browser_pages import BROWSER_MARKS, HANG_PAGE, bid_of, pages_env
 
 import turngym
 from turngym.agents.basic import ExpertPolicy
 from turngym.core.pool import EnvPool
 from turngym.envs.browser.runtime import get_runtime
 
-pytestmark = needs_browser
+pytestmark = BROWSER_MARKS
 
 
 def _rss_kib(pid: int) -> int:

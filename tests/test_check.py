@@ -226,6 +226,7 @@ def test_skill_measure_is_validated():
     assert skill_measure(turngym.make("turngym/Household-v0")) == "reward"
 
 
+@pytest.mark.sandbox
 def test_code_humaneval_apart_from_exploits():
     _ok(check_env("turngym/CodeHumanEval-v0", episodes=4, checks=["expert", "floor", "invalid", "seed"]))
 
@@ -240,6 +241,7 @@ def _humaneval_exploits() -> list:
             for trick in sorted(SUBMIT_EXPLOITS) for backend in _backends()]
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("trick, backend", _humaneval_exploits())
 def test_code_humaneval_exploits_earn_nothing(trick, backend):
     report = check_env("turngym/CodeHumanEval-v0", episodes=3, checks=["shortcut"], policies=[f"code:{trick}"],
@@ -249,11 +251,13 @@ def test_code_humaneval_exploits_earn_nothing(trick, backend):
     _ok(report)
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("check", ["expert", "floor", "invalid", "seed"])
 def test_code_repair_apart_from_exploits(check):
     _ok(check_env("turngym/CodeRepair-v0", episodes=2, checks=[check]))
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("trick", sorted(REPO_EXPLOITS))
 def test_code_repair_exploits_earn_nothing(trick):
     report = check_env("turngym/CodeRepair-v0", episodes=2, checks=["shortcut"], policies=[f"repo:{trick}"])
@@ -262,6 +266,7 @@ def test_code_repair_exploits_earn_nothing(trick):
 
 
 @pytest.mark.parametrize("check", ["expert", "floor", "seed", "invalid"])
+@pytest.mark.slow
 def test_toolqa(check):
     _ok(check_env("turngym/ToolQA-v0", episodes=5, checks=[check]))
 
@@ -281,6 +286,7 @@ def test_multiagent_invalid_actions_change_nothing(env_id):
     _ok(check_env(env_id, episodes=4, checks=["invalid"]))
 
 
+@pytest.mark.browser
 def test_browser_one_miniwob_task():
     env_id = "turngym/miniwob.enter-password-v0"
     reason = missing_requirement(env_id)
@@ -289,6 +295,7 @@ def test_browser_one_miniwob_task():
     _ok(check_env(env_id, episodes=3))
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("policy", ["shop-pages:search-buy-first", "shop-pages:search-options-buy-first"])
 def test_browser_shop_pages_shortcuts(policy):
     reason = missing_requirement("turngym/ShopPages-v0")
@@ -302,6 +309,7 @@ def test_browser_shop_pages_shortcuts(policy):
 
 # ----- a third-party env, installed from its own package -------------------------------------------------
 
+@pytest.mark.slow
 def test_a_third_party_env_from_the_tutorial(tmp_path):
     """The guess-number package of docs/registering-an-env.md, installed, checked through the CLI."""
     text = (ROOT / "docs" / "registering-an-env.md").read_text()
@@ -320,6 +328,7 @@ def test_a_third_party_env_from_the_tutorial(tmp_path):
     assert "guess/Guess-v0: OK (10 task(s) of split 'train', seed 0)" in out.stdout
 
 
+@pytest.mark.slow
 def test_the_docs_python_examples_run():
     """Every python block of docs/check.md runs as written."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "check.md").read_text(), re.S)

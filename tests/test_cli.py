@@ -33,6 +33,7 @@ def test_eval_prints_a_table_and_writes_trajectories(tmp_path, capsys):
     assert len(trajs) == 4 and all(t.success for t in trajs)
 
 
+@pytest.mark.slow
 def test_unknown_env_and_bad_policy_give_one_clear_line():
     r = run_cli("eval", "turngym-tests/Nope-v0")
     assert r.returncode == 2 and "unknown env id" in r.stderr and "Traceback" not in r.stderr
@@ -45,6 +46,7 @@ def test_unknown_env_and_bad_policy_give_one_clear_line():
 
 
 @pytest.mark.parametrize("command", [*BUILTIN_COMMANDS, *EXTERNAL_COMMANDS])
+@pytest.mark.slow
 def test_help_on_every_command(command):
     r = run_cli(command, "--help")
     assert r.returncode == 0 and "usage: turngym" in r.stdout

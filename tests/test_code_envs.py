@@ -16,7 +16,8 @@ from turngym.sandbox.common import sandbox_python
 from turngym.sandbox.native import _world_python, is_root
 from turngym.sandbox.worker import Worker
 
-pytestmark = pytest.mark.skipif(not sandbox.available_backends(), reason="no sandbox backend")
+pytestmark = [pytest.mark.sandbox,
+              pytest.mark.skipif(not sandbox.available_backends(), reason="no sandbox backend")]
 
 
 def _expert_episode(env, task_id: str) -> tuple[float, dict]:

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from helpers import contract_env_ids, make_or_skip
+from helpers import contract_env_ids, env_params, make_or_skip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import turngym
 from turngym.core.env import STEP_INFO_KEYS
 
-ENV_IDS = contract_env_ids()
+ENV_IDS = env_params(contract_env_ids())
 
 
 def _check_info(info: dict) -> None:
@@ -34,6 +34,7 @@ def test_gymnasium_check_env(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.slow
 def test_step_never_raises_on_arbitrary_text(env_id):
     env = make_or_skip(env_id)
     env.reset(seed=0)

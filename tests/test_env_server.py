@@ -144,6 +144,7 @@ def test_env_crash_is_unscorable_and_the_session_recovers():
         assert store.stats()["env_errors"] == 1
 
 
+@pytest.mark.slow
 def test_hung_step_times_out_unscorable_and_frees_the_session():
     with env_server(step_timeout_s=0.5) as (url, store):
         env = RemoteEnv(url, "turngym-tests/SleepyCounter-v0")
@@ -158,6 +159,7 @@ def test_hung_step_times_out_unscorable_and_frees_the_session():
         env.close()
 
 
+@pytest.mark.slow
 def test_idle_sessions_expire_and_their_envs_are_freed():
     with env_server(idle_timeout_s=0.3) as (url, store):
         client = EnvClient(url)
@@ -177,6 +179,7 @@ def test_idle_sessions_expire_and_their_envs_are_freed():
         client.close()
 
 
+@pytest.mark.slow
 def test_200_sessions_10000_steps_no_errors_bounded_memory():
     sessions, threads, rounds = 200, 4, 50
 
@@ -228,6 +231,7 @@ def test_200_sessions_10000_steps_no_errors_bounded_memory():
         client.close()
 
 
+@pytest.mark.slow
 def test_pool_spreads_episodes_over_two_servers():
     with env_server() as (url_a, store_a), env_server() as (url_b, store_b):
         with turngym.EnvPool(COUNTER, num_envs=4, backend="remote", servers=[url_a, url_b]) as pool:
@@ -266,6 +270,7 @@ def test_pool_marks_episodes_unscorable_when_a_server_fails():
         turngym.EnvPool(COUNTER, backend="remote")
 
 
+@pytest.mark.slow
 def test_cli_serve_env_subprocess_with_token():
     with env_server_process("--env", COUNTER, "--token", "tok") as url:
         env = RemoteEnv(url, COUNTER, token="tok")
@@ -280,6 +285,7 @@ def test_cli_serve_env_subprocess_with_token():
         client.close()
 
 
+@pytest.mark.slow
 def test_cli_rejects_bad_limits_in_one_line():
     import subprocess
     import sys

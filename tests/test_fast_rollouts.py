@@ -52,6 +52,7 @@ def _no_cache_greedy(model, prompt: list[int], n: int) -> list[int]:
     return ids[len(prompt):]
 
 
+@pytest.mark.model
 def test_greedy_tokens_identical_with_and_without_the_cache(small64):
     model, tokenizer = small64
     cached = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=6, kv_cache=True)
@@ -69,6 +70,7 @@ def test_greedy_tokens_identical_with_and_without_the_cache(small64):
     assert last.completion_ids == expected[:len(last.completion_ids)]
 
 
+@pytest.mark.model
 def test_batched_rows_of_different_lengths_match_one_at_a_time(small64):
     model, tokenizer = small64
     policy = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=5, kv_cache=False)
@@ -78,6 +80,7 @@ def test_batched_rows_of_different_lengths_match_one_at_a_time(small64):
         assert gen.completion_ids == _no_cache_greedy(model, prompt, 5)
 
 
+@pytest.mark.model
 def test_group_members_share_the_prefilled_prompt(small64):
     model, tokenizer = small64
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=3, seed=0)
@@ -96,6 +99,7 @@ def test_replies_stop_where_the_action_ends():
     assert tools('<tool_call>{"name": "inc"}</tool_call>') and not tools("inc\n")
 
 
+@pytest.mark.model
 def test_act_stops_at_the_end_of_the_first_line(small64):
     model, tokenizer = small64
     stop_policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=40, seed=3)
@@ -108,6 +112,7 @@ def test_act_stops_at_the_end_of_the_first_line(small64):
         assert "\n" not in tokenizer.decode(step.completion_ids[:-1], skip_special_tokens=True).lstrip()
 
 
+@pytest.mark.model
 def test_weight_changes_invalidate_cached_keys(small64):
     import copy
 
@@ -138,6 +143,7 @@ def test_prefix_cache_lookup_and_bounds():
     assert len(cache) == 1 and cache.lookup([1, 2])[0] == 0
 
 
+@pytest.mark.model
 def test_turn_progress_counts_turns_and_tokens(small64):
     model, tokenizer = small64
     lines = []
@@ -149,6 +155,7 @@ def test_turn_progress_counts_turns_and_tokens(small64):
     assert policy.prompt is policy.policy.prompt  # attributes read through
 
 
+@pytest.mark.model
 def test_tags_format_with_the_cache_records_what_was_generated(small64):
     model, tokenizer = small64
     policy = HFPolicy(model, tokenizer, temperature=0.9, max_new_tokens=6, seed=1,
@@ -163,6 +170,7 @@ def test_tags_format_with_the_cache_records_what_was_generated(small64):
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)
 
 
+@pytest.mark.model
 def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
     """Scoring encodes the prompts' common head once and broadcasts its keys/values; log-probs,
     entropies and LoRA gradients must equal scoring every row in full."""
@@ -202,6 +210,7 @@ def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
     assert g0.abs().max() > 0.1 and torch.allclose(g0, g1, rtol=0, atol=1e-6)
 
 
+@pytest.mark.model
 def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
     """The decoding path of ``cpu_attention`` (one query, keys shared by groups of query heads,
     left padding masked) computes what transformers' sdpa computes, and longer queries go to sdpa."""

@@ -80,6 +80,7 @@ def test_every_task_type_appears_in_its_rooms():
     assert seen == {(room, task) for room, tasks in data.ROOM_TASKS.items() for task in tasks}
 
 
+@pytest.mark.slow
 def test_games_are_the_same_in_another_process():
     """String seeds, not salted hash(): another interpreter with another hash seed agrees."""
     ids = [generator.task_ids(kind, "train")[7] for kind in generator.KINDS]

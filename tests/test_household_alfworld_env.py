@@ -60,6 +60,7 @@ def engine() -> Path:
         sys.path.remove(str(ROOT / "benchmarks"))
 
 
+@pytest.mark.slow
 def test_alfworld_env_plays_exported_games(tmp_path, engine):
     from turngym.envs.household import alfworld_files, generator
     from turngym.envs.household.engine import HEADER
@@ -102,6 +103,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_a_file_in_alfworlds_own_structure_plays_alike(engine):
     """The hand-made game in the structure of ALFWorld's json_2.1.1 files (see
     tests/test_household_alfworld_files.py), found in its folder as ALFWorld's data would be, played

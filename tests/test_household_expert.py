@@ -29,6 +29,7 @@ def play_expert(env, task_id: str) -> dict:
 
 
 @pytest.mark.parametrize("env_id", PRESETS)
+@pytest.mark.slow
 def test_expert_solves_every_validation_game(env_id):
     env = turngym.make(env_id)
     for split in ("valid_seen", "valid_unseen"):
@@ -37,6 +38,7 @@ def test_expert_solves_every_validation_game(env_id):
             assert info["is_success"], (split, task)
 
 
+@pytest.mark.slow
 def test_expert_solves_500_train_games():
     env = turngym.make("turngym/Household-v0")
     ids = env.task_ids("train")
@@ -46,6 +48,7 @@ def test_expert_solves_500_train_games():
 
 @pytest.mark.parametrize("env_id", ["turngym/Household-v0", "turngym/Household-House-v0",
                                     "turngym/Household-TwoTasks-v0"])
+@pytest.mark.slow
 def test_expert_takes_over_after_random_play(env_id):
     """Random admissible steps first (things moved, doors opened, something in hand), then the
     oracle from wherever that left the world."""
@@ -102,6 +105,7 @@ def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
     return None
 
 
+@pytest.mark.slow
 def test_expert_plans_are_shortest():
     ids = generator.task_ids("room", "valid_seen")[:16]
     for task in ids:

@@ -45,6 +45,7 @@ def test_golden_transcripts_cover_the_task_types():
         "pick_cool_then_place", "pick_two_obj_and_place"}
 
 
+@pytest.mark.slow
 def test_household_answers_as_alfworld_did(tmp_path):
     env = turngym.make("turngym/Household-v0", max_turns=1000)
     steps = text_same = 0

@@ -21,6 +21,7 @@ def test_every_python_snippet_is_checked():
     assert len(SNIPPETS) == 6 and sum("verifiers.v1" in s for s in SNIPPETS) == 1
 
 
+@pytest.mark.slow
 def test_snippets_run_against_a_server(tmp_path):
     pytest.importorskip("trl")
     pytest.importorskip("skyrl_gym")

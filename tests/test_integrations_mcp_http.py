@@ -43,6 +43,7 @@ def _play(url: str, sessions: int, headers: dict | None = None):
     return results
 
 
+@pytest.mark.slow
 def test_many_sessions_each_get_their_own_episode():
     table = SessionTable("turngym/ToolQA-v0", task_id=TASK, max_sessions=64)
     with serve_app(http_app(table)) as url:
@@ -69,6 +70,7 @@ def test_session_limit_and_idle_expiry():
     table.close_all()
 
 
+@pytest.mark.slow
 def test_token_is_required_when_set():
     table = SessionTable("turngym/ToolQA-v0", task_id=TASK)
     with serve_app(http_app(table, token="tok")) as url:
@@ -79,6 +81,7 @@ def test_token_is_required_when_set():
         assert results[1][1]["turn"] == 2
 
 
+@pytest.mark.slow
 def test_cli_serve_tools_http():
     import os
     import subprocess

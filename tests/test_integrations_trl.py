@@ -42,6 +42,7 @@ def _model():
     return model, tokenizer
 
 
+@pytest.mark.model
 def test_grpo_trains_two_steps_on_multi_turn_episodes(tmp_path):
     from trl import GRPOTrainer
 
@@ -71,6 +72,7 @@ def test_grpo_trains_two_steps_on_multi_turn_episodes(tmp_path):
     assert any(t.length > 1 for t in trajs)  # multi-turn: at least one episode took several turns
 
 
+@pytest.mark.model
 def test_flattened_episode_is_exactly_what_the_model_saw():
     """prompt + completion ids replay every turn's prompt, env tokens are masked, and the model's own
     log-probs of the flattened sequence equal the ones recorded while sampling."""
@@ -141,6 +143,7 @@ def test_environment_factory_class_exposes_the_env_tools():
     assert "Counter at" in counter.inc()
 
 
+@pytest.mark.model
 def test_grpo_runs_with_the_environment_factory(tmp_path):
     from datasets import Dataset
     from trl import GRPOTrainer

@@ -34,6 +34,7 @@ def verifiers_python() -> Path:
     return reference_python("verifiers", VERIFIERS_REQUIREMENTS)
 
 
+@pytest.mark.model
 def test_verifiers_plays_a_turngym_env_with_a_real_model():
     python = verifiers_python()
     tiny()  # converts the tiny model into the test cache the server reads
@@ -63,6 +64,7 @@ def test_verifiers_plays_a_turngym_env_with_a_real_model():
     assert "You are in the middle of a room" in result["trace"]  # the first observation reached the model
 
 
+@pytest.mark.slow
 def test_docs_verifiers_snippet_runs(tmp_path):
     import re
 

@@ -33,6 +33,8 @@ from turngym.sandbox import worker as worker_module
 from turngym.sandbox.common import Limits, read_tar
 from turngym.sandbox.native import is_root
 
+pytestmark = pytest.mark.sandbox
+
 BACKENDS = _backend_params()
 SECRET = f"turngym-secret-{uuid.uuid4().hex}"
 

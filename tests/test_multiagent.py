@@ -93,6 +93,7 @@ def test_negotiation_rules_and_bad_input():
     assert all(terms.values()) and infos["buyer"]["reward_components"] == {"utility": value - 40}
 
 
+@pytest.mark.slow
 def test_auction_expert_beats_the_scripted_opponent_and_scripted_beats_random():
     game = GAMES["auction"]()
     tasks = game.task_ids("test")[:50]
@@ -115,6 +116,7 @@ def test_multiagent_rollout_gives_per_agent_trajectories_with_own_turns():
 
 @pytest.mark.parametrize("env_id", ["turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0",
                                     "turngym/Auction-v0", "turngym/CoopHousehold-v0"])
+@pytest.mark.slow
 def test_single_agent_view_expert_succeeds_through_the_pool(env_id):
     env = turngym.make(env_id)
     with turngym.EnvPool(env_id, num_envs=2, backend="thread") as pool:

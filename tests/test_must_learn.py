@@ -42,6 +42,7 @@ def run(run_dir) -> list[dict]:
     return [r for r in read_metrics(run_dir / "metrics.jsonl") if "train/success_rate" in r]
 
 
+@pytest.mark.slow
 def test_rl_must_learn_and_repeat_for_a_seed(tmp_path):
     rows = run(tmp_path / "a")
     success = [r["train/success_rate"] for r in rows]

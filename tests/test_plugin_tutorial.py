@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "registering-an-env.md"
 
 
@@ -16,6 +18,7 @@ def _doc_files() -> dict[str, str]:
             re.finditer(r"`([\w./-]+\.(?:py|toml))`:\n\n```\w*\n(.*?)```", text, flags=re.S)}
 
 
+@pytest.mark.slow
 def test_tutorial_package_installs_and_registers_lazily(tmp_path):
     files = _doc_files()
     assert {"pyproject.toml", "guess_env/__init__.py", "guess_env/env.py"} <= set(files)

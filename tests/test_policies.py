@@ -90,6 +90,7 @@ def test_cache_root_honours_environment(monkeypatch, tmp_path):
     assert cache_root() == Path.home() / ".cache" / "turngym"
 
 
+@pytest.mark.model
 def test_default_model_loads_offline_from_the_wheel_and_is_cached(real):
     model, tokenizer = real
     cached = Path(cache_env()["TURNGYM_CACHE"]) / "models" / "smollm2-135m"
@@ -102,6 +103,7 @@ def test_default_model_loads_offline_from_the_wheel_and_is_cached(real):
     assert "Paris" in gen.text
 
 
+@pytest.mark.model
 def test_tiny_model_same_architecture_and_deterministic(small, real):
     model, tokenizer = small
     assert model.config.model_type == real[0].config.model_type == "llama"
@@ -120,6 +122,7 @@ def test_bad_model_names_are_clear():
         load_in_cache("tiny", dtype="float3")
 
 
+@pytest.mark.model
 def test_save_model_round_trip_loads_as_hf_path(small, tmp_path):
     model, tokenizer = small
     save_model(model, tokenizer, tmp_path / "ckpt")
@@ -131,6 +134,7 @@ def test_save_model_round_trip_loads_as_hf_path(small, tmp_path):
 
 # ----- generation and scoring ----------------------------------------------------------------
 
+@pytest.mark.model
 def test_batched_generation_records_what_scoring_reproduces(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, temperature=0.8, top_p=0.9, max_new_tokens=10, seed=0)
@@ -148,6 +152,7 @@ def test_batched_generation_records_what_scoring_reproduces(small):
         assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(lp), atol=1e-4)
 
 
+@pytest.mark.model
 def test_sampling_cuts_only_what_was_asked(small):
     """top_k=0 samples from the whole distribution (transformers would otherwise apply top-k 50)."""
     model, tokenizer = small
@@ -161,6 +166,7 @@ def test_sampling_cuts_only_what_was_asked(small):
         assert (max(ranks) >= 50) is expect_beyond
 
 
+@pytest.mark.model
 def test_first_turn_prompt_is_the_chat_template(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=2)
@@ -174,6 +180,7 @@ def test_first_turn_prompt_is_the_chat_template(small):
     assert "Admissible actions:\n- inc\n- dec" in tokenizer.decode(out.prompt_ids)
 
 
+@pytest.mark.model
 def test_scoring_with_gradients(small):
     model, tokenizer = small
     prompts, completions = [[5, 6, 7], [8]], [[9, 10], [11, 12, 13]]
@@ -191,6 +198,7 @@ def test_scoring_with_gradients(small):
         score_completions(model, prompts, completions[:1])
 
 
+@pytest.mark.slow
 def test_lora_wrapped_model_generates_scores_and_saves(tmp_path):
     peft = pytest.importorskip("peft")
     model, tokenizer = load_in_cache("tiny", device="cpu", seed=3)  # its own copy: peft edits in place
@@ -212,6 +220,7 @@ def test_lora_wrapped_model_generates_scores_and_saves(tmp_path):
         greedy.generate([[1, 2, 3]])[0].completion_ids
 
 
+@pytest.mark.model
 def test_policy_follows_in_place_weight_updates(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=4)
@@ -227,6 +236,7 @@ def test_policy_follows_in_place_weight_updates(small):
             model.model.norm.weight.copy_(saved)
 
 
+@pytest.mark.model
 def test_stop_strings_cut_text_and_ids(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=12)
@@ -278,6 +288,7 @@ def test_system_prompt_per_env_and_action_format():
         PromptConfig(action_format="json")
 
 
+@pytest.mark.model
 def test_tools_go_into_the_prompt(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer)
@@ -294,6 +305,7 @@ def test_tools_go_into_the_prompt(small):
 
 # ----- multi-turn episodes through EnvPool ---------------------------------------------------
 
+@pytest.mark.model
 def test_no_drift_over_multi_turn_episodes_tiny(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=6, seed=1)
@@ -304,6 +316,7 @@ def test_no_drift_over_multi_turn_episodes_tiny(small):
     assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
+@pytest.mark.model
 def test_no_drift_with_tags_and_stop_strings(small):
     model, tokenizer = small
     free = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=8).generate([[1, 2]])[0]
@@ -315,6 +328,7 @@ def test_no_drift_with_tags_and_stop_strings(small):
     assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
+@pytest.mark.model
 def test_tools_announced_on_reset_stay_in_every_prompt(small):
     model, tokenizer = small
     env_id = "turngym-tests/Counter-tools-v0"  # tools mode over the Counter engine (turngym.tools)
@@ -329,6 +343,7 @@ def test_tools_announced_on_reset_stay_in_every_prompt(small):
     assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
+@pytest.mark.model
 def test_last_k_history_records_what_the_model_saw(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=4, prompt=PromptConfig(history="last_k", history_k=1))
@@ -341,6 +356,7 @@ def test_last_k_history_records_what_the_model_saw(small):
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(lp), atol=1e-4)
 
 
+@pytest.mark.model
 def test_real_model_plays_a_household_episode_end_to_end_without_drift(real):
     model, tokenizer = real
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=10, seed=0)
@@ -386,6 +402,7 @@ def test_load_policy_specs(monkeypatch):
     assert isinstance(load_policy("expert"), ExpertPolicy)
 
 
+@pytest.mark.slow
 def test_eval_cli_writes_trajectories_with_token_data(monkeypatch, tmp_path, capsys):
     from turngym.cli import main
 

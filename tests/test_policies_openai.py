@@ -90,6 +90,7 @@ def _call(city: str, i: int) -> dict:
          "function": {"name": "get_weather", "arguments": f'{{"city": "{city}"}}'}}]}
 
 
+@pytest.mark.model
 def test_round_trip_with_tools_over_http(server, real):
     model, tokenizer = real
     policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=40, logprobs=True, token_ids=True)
@@ -121,6 +122,7 @@ def test_round_trip_with_tools_over_http(server, real):
     policy.close()
 
 
+@pytest.mark.model
 def test_plain_chat_batches_and_sampling_options(server):
     policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=8, concurrency=2)
     convs = [Conversation(messages=[{"role": "user", "content": "What is the capital of France?"}])] * 2
@@ -134,6 +136,7 @@ def test_plain_chat_batches_and_sampling_options(server):
     policy.close()
 
 
+@pytest.mark.model
 def test_episode_through_envpool_records_token_data(server, real):
     model, _ = real
     policy = load_policy(f"openai:{server}", api_key=KEY, temperature="1.0", max_tokens="6", token_ids="true",
@@ -148,6 +151,7 @@ def test_episode_through_envpool_records_token_data(server, real):
     policy.close()
 
 
+@pytest.mark.model
 def test_tools_mode_episode_over_http(server, real):
     _, tokenizer = real
     policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=24, token_ids=True)
@@ -161,6 +165,7 @@ def test_tools_mode_episode_over_http(server, real):
     policy.close()
 
 
+@pytest.mark.model
 def test_clear_errors(server):
     conv = Conversation(messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(OpenAIPolicyError, match="API key was rejected"):
@@ -182,6 +187,7 @@ def test_clear_errors(server):
     assert normalize_base_url("https://api.example.com/v1/") == "https://api.example.com/v1"
 
 
+@pytest.mark.model
 def test_serve_policy_refuses_options_it_cannot_honour(server):
     """Issue 18: top_logprobs, response_format, frequency_penalty (and kin) were silently ignored."""
     policy = OpenAIPolicy(server, api_key=KEY, max_tokens=2)

@@ -12,6 +12,7 @@ TRAIN = [f"counter-{i}" for i in range(20) if i % 5]
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_expert_solves_every_task_on_every_backend(backend):
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=3, backend=backend) as pool:
         trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=2, seed=10)
@@ -43,21 +44,34 @@ def test_steps_record_the_state_they_were_taken_in():
 
 
 def test_not_lock_step_short_episodes_free_their_slot():
-    # One slow env cannot hold back the others: with 2 slots and episodes of very different
-    # lengths, the pool runs more episodes on one slot than on the other.
+    # One slow env cannot hold back the others: with 2 slots, one 9-turn episode and four 1-turn
+    # episodes, the short ones run one after another on the second slot while the long one goes
+    # on. A lock-step pool (a new batch only once every slot is free) starts the second short
+    # episode only after the long one ends.
+    long_task, short_tasks = "counter-6", ["counter-1", "counter-2", "counter-3", "counter-4"]
+
     class Scripted:
+        """Submits at once, except on the long task (target 3): 8 `dec`, then `submit`."""
+
         def __init__(self):
-            self.calls = 0
+            self.calls: list[list[tuple[bool, int]]] = []  # per act call: (long task?, turn) of each conv
 
         def act(self, convs):
-            self.calls += 1
-            return ["submit" if "Target 0" in c.messages[-1]["content"] or len(c.messages) > 12 else "inc"
-                    for c in convs]
+            seen = [(any("Target 3." in m["content"] for m in c.messages),
+                     sum(m["role"] == "assistant" for m in c.messages)) for c in convs]
+            self.calls.append(seen)
+            return ["dec" if is_long and turn < 8 else "submit" for is_long, turn in seen]
 
+    policy = Scripted()
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(Scripted(), TRAIN, group_size=1)
-    assert len(trajs) == len(TRAIN)
-    assert len({t.length for t in trajs}) > 1
+        trajs = pool.rollout(policy, [long_task, *short_tasks], group_size=1)
+    assert [t.length for t in trajs] == [9, 1, 1, 1, 1]
+    # every short episode started (turn 0) while the long one was under way (turn > 0)...
+    fresh_beside_long = [call for call in policy.calls
+                         if (False, 0) in call and any(is_long and turn > 0 for is_long, turn in call)]
+    assert len(fresh_beside_long) == len(short_tasks) - 1
+    # ...so the whole batch took no more policy calls than its longest episode has turns
+    assert len(policy.calls) == 9
 
 
 def test_completion_token_data_lands_in_steps():
@@ -74,6 +88,7 @@ def test_completion_token_data_lands_in_steps():
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_env_that_raises_is_restarted_and_its_episode_unscorable(backend):
     with turngym.EnvPool("turngym-tests/CrashyCounter-v0", num_envs=2, backend=backend) as pool:
         trajs = pool.rollout(ExpertPolicy(), TRAIN, group_size=1)
@@ -97,6 +112,7 @@ class Killer:
         return env.unwrapped.expert_action()
 
 
+@pytest.mark.slow
 def test_dead_host_process_is_restarted():
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=1, backend="process") as pool:
         trajs = pool.rollout(Killer(), ["counter-1", "counter-2", "counter-3"])
@@ -104,6 +120,7 @@ def test_dead_host_process_is_restarted():
     assert "died" in trajs[1].metadata["error"]
 
 
+@pytest.mark.slow
 def test_close_leaves_no_child_process():
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
@@ -116,6 +133,7 @@ def test_close_leaves_no_child_process():
     assert {p.pid for p in me.children(recursive=True) if p.is_running()} - before == set()
 
 
+@pytest.mark.slow
 def test_ray_backend():
     pytest.importorskip("ray")
     import ray

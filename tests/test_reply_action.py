@@ -27,6 +27,7 @@ class TaggedTextOnly:
         return [Completion(reply=REPLY, action="inc") for _ in conversations]
 
 
+@pytest.mark.slow
 def test_text_only_reply_keeps_its_spans_and_is_what_gets_tokenized():
     with turngym.EnvPool(COUNTER, num_envs=1, backend="inline") as pool:
         (traj,) = collect(pool, TaggedTextOnly(), ["counter-1"], group_size=1, seed=0, max_steps=3)

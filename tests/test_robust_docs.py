@@ -56,12 +56,14 @@ def _env() -> dict[str, str]:
 
 
 CASES = [pytest.param(page, line, code, id=f"{page}:{line}",
-                      marks=[pytest.mark.skipif(page in NEEDS_BROWSER and bool(browser_missing()),
-                                                reason=str(browser_missing()))])
+                      marks=[pytest.mark.browser] * (page in NEEDS_BROWSER)
+                      + [pytest.mark.skipif(page in NEEDS_BROWSER and bool(browser_missing()),
+                                            reason=str(browser_missing()))])
          for page in PAGES for line, code in programs(page)]
 
 
 @pytest.mark.parametrize("page, line, code", CASES)
+@pytest.mark.slow
 def test_python_snippet_runs_as_written(page, line, code, tmp_path):
     if page in SLOW and os.environ.get("TURNGYM_FAST_TESTS"):
         pytest.skip("TURNGYM_FAST_TESTS is set")
@@ -91,6 +93,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 def test_shell_commands_run_as_written(tmp_path):
     for page, command in COMMANDS:
         assert command in (ROOT / page).read_text(), (page, command)

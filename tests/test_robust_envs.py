@@ -9,6 +9,7 @@ import json
 import gymnasium as gym
 import pytest
 from browser_pages import browser_missing
+from helpers import need_marks
 from junk_actions import BROWSER_SAMPLE, JUNK, NON_STRINGS
 
 import turngym
@@ -30,7 +31,7 @@ ENV_IDS = _env_ids()
 
 def _params():
     for env_id in ENV_IDS:
-        marks = []
+        marks = need_marks(env_id)
         if "browser" in turngym.tags(env_id).needs and browser_missing():
             marks.append(pytest.mark.skip(reason=browser_missing()))
         yield pytest.param(env_id, marks=marks, id=env_id)

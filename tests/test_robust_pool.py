@@ -30,6 +30,7 @@ def _check(trajs, faults: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_hang_and_sys_exit_mark_only_their_episode_unscorable(backend):
     with turngym.EnvPool(ENV, num_envs=3, backend=backend, num_workers=2) as pool:
         trajs = pool.rollout(FaultPolicy(only=("hang", "exit")), TASKS, step_timeout_s=1.0)
@@ -45,6 +46,7 @@ def test_process_worker_os_exit_loses_no_healthy_episode_on_the_same_worker():
     _check(trajs, {"counter-4": "exit code 1"})
 
 
+@pytest.mark.slow
 def test_process_backend_hang_kills_and_replaces_the_worker():
     with turngym.EnvPool(ENV, num_envs=2, backend="process", num_workers=1) as pool:
         pid_before = {p.pid for p in pool._backend.procs}
@@ -54,6 +56,7 @@ def test_process_backend_hang_kills_and_replaces_the_worker():
 
 
 @pytest.mark.parametrize("backend", ["inline", "thread", "process"])
+@pytest.mark.slow
 def test_episode_deadline(backend):
     # counter-6 answers every step, slowly (0.4 s): only the per-episode deadline stops it
     # (inline runs every slot in this thread, so one slot: the slow env would eat the others' time)
@@ -64,6 +67,7 @@ def test_episode_deadline(backend):
     assert "episode timed out" in trajs[1].metadata["error"]
 
 
+@pytest.mark.slow
 def test_ray_backend_survives_hang_exit_and_os_exit():
     pytest.importorskip("ray")
     import ray
@@ -90,6 +94,7 @@ def test_timeout_arguments_are_checked():
             pool.rollout(ExpertPolicy(), ["counter-1"], episode_timeout_s=-1)
 
 
+@pytest.mark.slow
 def test_inline_step_deadline_keeps_an_outer_alarm():
     """pytest-timeout and user code arm SIGALRM too: the inline deadline must not cancel it."""
     import signal

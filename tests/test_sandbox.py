@@ -73,6 +73,7 @@ def test_default_backend_is_bwrap_when_it_works():
     assert sandbox.default_backend() == ("bwrap" if "bwrap" in sandbox.available_backends() else "process")
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("target", ["os.getppid()", "2"], ids=["runner", "server"])
 def test_worker_killed_by_its_snippet_gives_the_snippets_own_outcome(target):
     if "worker" not in sandbox.available_backends():
@@ -95,6 +96,7 @@ def test_worker_killed_by_its_snippet_gives_the_snippets_own_outcome(target):
         worker.close()
 
 
+@pytest.mark.sandbox
 def test_worker_snippets_do_not_see_each_other():
     if "worker" not in sandbox.available_backends():
         pytest.skip("worker: needs bubblewrap")

@@ -21,6 +21,8 @@ from turngym.sandbox.docker_backend import docker_unavailable_reason
 from turngym.sandbox.native import is_root, processes_of_uid
 from turngym.sandbox.seccomp import user_namespace_filter
 
+pytestmark = pytest.mark.sandbox
+
 AVAILABLE = sandbox.available_backends()
 
 
@@ -37,7 +39,7 @@ def _backend_params(hostile: bool = True) -> list:
             # without root there is no uid drop: kill(-1) or a fork bomb would hit the caller's own
             # processes (docs/envs/code.md); CI runs the battery as root
             reason = "not root here, so no unprivileged uid to contain hostile code"
-        marks = [pytest.mark.skip(reason=f"{name}: {reason}")] if reason else []
+        marks = [pytest.mark.sandbox] + ([pytest.mark.skip(reason=f"{name}: {reason}")] if reason else [])
         params.append(pytest.param(name, marks=marks, id=name))
     return params
 

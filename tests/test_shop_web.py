@@ -149,6 +149,7 @@ def _chromium() -> str | None:
     return shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(_chromium() is None, reason="needs playwright and a Chromium (chromium-headless-shell)")
 def test_real_browser_without_javascript(env):
     """Chromium with JavaScript off buys the target through links and forms only."""

@@ -25,6 +25,7 @@ def test_tasks_are_stable_and_split():
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
+@pytest.mark.slow
 def test_expert_solves_every_task(split):
     env = turngym.make("turngym/ToolQA-v0")
     ids = env.task_ids(split)

@@ -62,6 +62,7 @@ def test_python_tool_runs_code_in_a_child():
     assert py(code="import os; print(os.getcwd() != '/')").strip() == "True"
 
 
+@pytest.mark.slow
 def test_python_tool_timeout_and_memory_limit():
     py = python_tool(timeout=1, memory_mb=256)
     assert "timed out after 1 s" in py(code="import time\nwhile True: time.sleep(0.01)")
@@ -69,6 +70,7 @@ def test_python_tool_timeout_and_memory_limit():
     assert "allocated" not in out and "MemoryError" in out
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNGYM_TOOLS_SANDBOX", "0")  # the subprocess fallback's own guarantee
     marker = tmp_path / "child-alive"

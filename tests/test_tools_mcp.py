@@ -14,6 +14,7 @@ from turngym.tools.mcp_server import TOOL_RESET, TOOL_STATUS, EnvSession
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_mcp_round_trip_over_stdio():
     pytest.importorskip("mcp")
     import anyio

@@ -257,6 +257,7 @@ def _smollm2_tokenizer():
     return transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
+@pytest.mark.model
 def test_specs_render_with_a_real_tokenizer_chat_template():
     from turngym.tools.builtin import calculator
     from turngym.tools.chat_template import with_tools_template

@@ -132,6 +132,7 @@ def test_spans():
 
 # ----- real runs -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sft_then_rl_writes_the_run_directory(tmp_path):
     from turngym.trainers.loop import train
 
@@ -200,19 +201,41 @@ def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
+@pytest.mark.slow
 def test_every_estimator_trains(tmp_path, estimator):
-    from turngym.trainers.loop import train
+    """One update moves the policy the way the estimator's advantages point: on the update's own
+    turns, log-probs rise where the advantage is positive and fall where it is negative."""
+    from turngym.trainers.loop import build_trainer, compute_advantages, score, train
 
     extra = ["model.lora=false"] if estimator == "rloo" else []  # full fine-tuning path too
-    cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "save_rollouts=true",
+    # one optimizer step over the whole update (a minibatch larger than its turns): a step down
+    # the gradient of the batch's surrogate, whose first-order gain is sum_k A_k (logp'_k - logp_k).
+    # Two-token replies and groups of 4: with 4 tokens nearly every reply has an 'e' (the shaped
+    # reward), every group ties and the advantages are all 0.
+    cfg = cfg_for(tmp_path, "rl.updates=1", "rl.minibatch_size=64", "generation.max_new_tokens=2",
+                  "rl.group_size=4", "eval.at_start=false", "eval.episodes=1", "save_rollouts=true",
                   f"rl.estimator={estimator}", "checkpoint_every=0", "tensorboard=false", *extra)
-    train(cfg, log=lambda _: None)
+    start = build_trainer(cfg, log=lambda _: None)  # same seed: the weights train() starts from
+    trained = train(cfg, log=lambda _: None)
     rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
     assert rows[-1]["update"] == 1 and rows[-1]["policy/completion_tokens"] > 0
     if estimator in ("turn_gae", "hiper"):
         assert "loss/value" in rows[-1]
     trajs = read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl")
     assert all(s.advantage is not None for t in trajs for s in t.steps)
+    # the token advantages the update used (the value head is still at its start here too)
+    samples = compute_advantages(start, trajs)
+    prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    before = score(start, prompts, completions, with_grad=False)
+    after = score(trained, prompts, completions, with_grad=False)
+    width = before.logprobs.shape[1]
+    adv = torch.tensor([s.advantages + [0.0] * (width - len(s.advantages)) for s in samples])
+    change = (after.logprobs - before.logprobs) * before.mask
+    assert (adv != 0).any() and change.abs().sum() > 0
+    assert (adv * change).sum() > 0
+    assert change[adv > 0].mean() > 0
+    if (adv < 0).any():  # with V = 0 and rewards >= 0, hiper's advantages are never negative
+        assert change[adv < 0].mean() < 0
 
 
 def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path):
@@ -257,6 +280,7 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
         assert sample.value_targets[0] == pytest.approx(a_lo[t])
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
     """Kill `turngym train` with SIGKILL after it has logged update 2 of 4, resume, compare."""
     from turngym.trainers.loop import train
@@ -309,6 +333,7 @@ def test_cli_train_errors_name_the_field(tmp_path):
     assert out.returncode == 0 and "estimator: hgpo" in out.stdout
 
 
+@pytest.mark.slow
 def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     """A remote server (vLLM, any OpenAI-compatible API) may return text only: the trainer
     re-tokenizes the replies with its own chat template and recomputes the old log-probs."""
@@ -333,6 +358,7 @@ def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
     assert step.prompt_ids and step.completion_ids[-1] == tokenizer.eos_token_id and not step.logprobs
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs)."""
     import argparse
@@ -368,6 +394,7 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert "No RL updates were run" in out and "RL did not improve" not in out
 
 
+@pytest.mark.slow
 def test_two_processes_average_gradients(tmp_path):
     """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
     cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",
@@ -433,6 +460,7 @@ def test_one_summary_two_shapes():
     assert summary_row(failed, "train") == {"train/episodes": 0}
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch):
     from turngym.trainers import loop
 

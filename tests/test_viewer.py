@@ -343,6 +343,7 @@ def rgb(css: str) -> tuple[float, ...]:
     return tuple(float(x) for x in re.findall(r"[\d.]+", css)[:3])
 
 
+@pytest.mark.browser
 def test_viewer_in_browser_filter_open_episode_and_colours(page, server, run_dir, tmp_path):
     page.goto(server + "#file=rollouts/update_0000.jsonl")
     page.wait_for_selector("body[data-ready='1']")
@@ -413,6 +414,7 @@ def test_viewer_in_browser_filter_open_episode_and_colours(page, server, run_dir
     assert not page.errors, page.errors
 
 
+@pytest.mark.browser
 def test_viewer_shows_screenshots_and_tool_results(page, server, tmp_path):
     page.goto(server + "#file=eval/update_0002.jsonl&episode=0")
     page.wait_for_selector("#episode[data-index='0']")
@@ -424,6 +426,7 @@ def test_viewer_shows_screenshots_and_tool_results(page, server, tmp_path):
     assert not page.errors, page.errors
 
 
+@pytest.mark.browser
 def test_report_renders_in_browser(page, run_dir, tmp_path):
     path = write_report(run_dir)
     page.goto(path.as_uri())
@@ -439,6 +442,7 @@ def test_report_renders_in_browser(page, run_dir, tmp_path):
     assert not page.errors, page.errors
 
 
+@pytest.mark.browser
 def test_report_links_open_episodes_in_the_viewer(page, server, run_dir, tmp_path):
     port = int(re.search(r":(\d+)/", server).group(1))
     path = write_report(run_dir, tmp_path / "linked.html", viewer_port=port)
@@ -455,6 +459,7 @@ def test_report_links_open_episodes_in_the_viewer(page, server, run_dir, tmp_pat
     assert not page.errors, page.errors
 
 
+@pytest.mark.browser
 def test_viewer_without_advantages(page, tmp_path):
     """What `turngym eval --out` writes has no advantages: chips say so and stay uncoloured."""
     path = tmp_path / "plain.jsonl"
@@ -486,6 +491,7 @@ def test_nice_ticks_for_a_constant_rate_stay_at_or_above_zero():
     assert nice_ticks(-2, -2)[0] < -2 < nice_ticks(-2, -2)[-1]
 
 
+@pytest.mark.browser
 def test_episode_list_fits_its_pane_with_household_ids(page, tmp_path):
     """Issue 18: household task ids made the list 829 px wide in a 560 px pane, hiding outcome
     and return. Long ids are now cut (full id in the tooltip) and every column is visible."""
