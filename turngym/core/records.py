@@ -41,10 +41,6 @@ class Step:
         if self.reply is None:  # a scripted turn, a str policy, or a file from before replies were kept
             self.reply = self.action
 
-    @property
-    def next_state_key(self) -> str:
-        return self.info.get("state_key", "")
-
 
 @dataclass
 class Trajectory:
