@@ -172,6 +172,7 @@ class UnknownOptionError(TypeError, ValueError):
 RENAMED_KWARGS = {
     "show_admissible": "admissible_in_info",
     "list_actions_in_observation": "admissible_in_observation",
+    "kinds": "task_types",
 }
 
 

@@ -143,7 +143,6 @@ class HouseholdEnv(TurnEnv):
                             ("invalid_action_penalty", invalid_action_penalty)):
             if not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"{name}: must be a number >= 0, got {value!r}")
-        self.kind = kind
         self.admissible_in_info = admissible_in_info
         self.admissible_in_observation = admissible_in_observation
         self.lenient = lenient
@@ -163,7 +162,7 @@ class HouseholdEnv(TurnEnv):
             options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
         if "task" not in options and "task_id" not in options:
             # the base class's draw, from the cached tuple rather than a fresh list of 3,553 ids
-            ids = generator.task_ids(self.kind, options.get("split", self.split))
+            ids = generator.task_ids(self.tasks.kind, options.get("split", self.split))
             return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
         return super()._choose_task(options)
 
