@@ -42,6 +42,12 @@ class Step:
             self.reply = self.action
 
 
+def group_id(task_id: str, seed: int) -> str:
+    """The id of a group: the episodes that start from one task and one reset seed (GRPO's
+    group; ``info["episode_id"]`` names the same start from inside the env)."""
+    return f"{task_id}@{seed}"
+
+
 @dataclass
 class Trajectory:
     env_id: str
