@@ -53,7 +53,7 @@ def make_cases(num_goals: int, seed: int = 0) -> list[tuple[dict, dict, dict]]:
     rng = random.Random(seed)
     out = []
     for i in range(num_goals):
-        goal = goals_mod.make_goal(catalog, i)
+        goal = goals_mod.make_task(catalog, i)
         target = catalog.product(goal["asin"])
         others = [catalog.product(a) for a in catalog.search(goal["instruction_text"])[:5]]
         others += [catalog.product_at(rng.randrange(catalog.size)) for _ in range(2)]

@@ -144,7 +144,7 @@ def test_repair_expert_fixes_the_bug(index):
 def test_repair_unfixed_repo_scores_zero_and_test_edits_do_not_count():
     env = turngym.make("turngym/CodeRepair-v0")
     obs, info = env.reset(options={"task_id": "repair-0003"})
-    task = env.unwrapped.spec_task
+    task = env.unwrapped.repository
     assert all(t in obs for t in task.fail_to_pass)
     # "fix" it by emptying the failing test file: grading restores the original tests
     failing_file = task.fail_to_pass[0].split("::")[0]
@@ -158,7 +158,7 @@ def test_repair_unfixed_repo_scores_zero_and_test_edits_do_not_count():
 def test_repair_tools_read_write_shell_and_invalid_actions():
     env = turngym.make("turngym/CodeRepair-v0")
     env.reset(options={"task_id": "repair-0003"})
-    task = env.unwrapped.spec_task
+    task = env.unwrapped.repository
     assert env.step(f"read_file {task.bug_path}")[0] == task.files[task.bug_path]
     before = env.unwrapped.state()
     for bad in ("read_file nope.py", "read_file ../../etc/passwd", "apply_patch\n```diff\nnot a diff\n```",

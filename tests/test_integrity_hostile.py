@@ -161,7 +161,7 @@ def test_repair_exploit_scores_zero_with_the_bug_unfixed(exploit, backend):
     env = turngym.make("turngym/CodeRepair-v0", backend=backend, shell_backend="bwrap" if backend == "worker"
                        else backend, timeout_s=10.0)
     env.reset(seed=0, options={"task_id": env.unwrapped.task_ids("train")[0]})
-    package = env.unwrapped.spec_task.package
+    package = env.unwrapped.repository.package
     source = REPAIR_EXPLOITS[exploit](package)
     _, _, _, _, info = env.step(json.dumps({"name": "write_file", "arguments": {
         "path": f"{package}/__init__.py", "content": source}}))
@@ -177,7 +177,7 @@ def test_repair_graded_tests_never_enter_the_sandbox(backend):
     env = turngym.make("turngym/CodeRepair-v0", backend=backend, shell_backend="bwrap" if backend == "worker"
                        else backend, timeout_s=10.0)
     env.reset(seed=0, options={"task_id": env.unwrapped.task_ids("train")[1]})
-    task = env.unwrapped.spec_task
+    task = env.unwrapped.repository
     # the fixed module, plus a probe that fails the import when any test file is visible
     probe = "import os\nassert not os.path.exists('tests') and not os.path.exists('main.py') or " \
             "'@@turngym-outcomes' not in open('main.py').read()\nassert not os.path.exists('tests')\n"
@@ -194,7 +194,7 @@ def test_hostile_repair_episode_then_honest_fix_scores_one():
     _needs("worker")
     env = turngym.make("turngym/CodeRepair-v0", backend="worker", timeout_s=10.0)
     env.reset(seed=0, options={"task_id": env.unwrapped.task_ids("train")[2]})
-    package = env.unwrapped.spec_task.package
+    package = env.unwrapped.repository.package
     hostile = ("import os\n"
                "for root in ('/tmp', '/dev/shm', '.'):\n"
                "    d = os.path.join(root, 'locked')\n"

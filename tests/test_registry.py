@@ -31,6 +31,15 @@ def test_unknown_id_is_a_clear_error_with_suggestions():
         turngym.make("turngym-tests/Countr-v0")
 
 
+@pytest.mark.parametrize("old, new", [("show_admissible", "admissible_in_info"),
+                                      ("list_actions_in_observation", "admissible_in_observation"),
+                                      ("kinds", "task_types")])
+def test_a_renamed_env_keyword_names_its_new_name(old, new):
+    env_id = "turngym/ToolQA-v0" if old == "kinds" else "turngym/Household-v0"
+    with pytest.raises(ValueError, match=f"keyword argument '{old}' is now '{new}'"):
+        turngym.make(env_id, **{old: True})
+
+
 def test_bad_needs_names_the_field():
     with pytest.raises(ValueError, match="needs"):
         turngym.register("turngym-tests/Bad-v0", "contract_env:CounterEnv", needs=("gpu",))

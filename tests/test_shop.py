@@ -84,8 +84,8 @@ def test_splits_are_fixed_and_disjoint(env):
 
 def test_goals_do_not_depend_on_call_order(env):
     cat = env.catalog
-    forward = [goals_mod.make_goal(cat, i) for i in (3, 700, 2000)]
-    backward = [goals_mod.make_goal(cat, i) for i in (2000, 700, 3)][::-1]
+    forward = [goals_mod.make_task(cat, i) for i in (3, 700, 2000)]
+    backward = [goals_mod.make_task(cat, i) for i in (2000, 700, 3)][::-1]
     assert forward == backward
     assert env.get_task(env.task_ids("test")[3]) == forward[0]
 
@@ -409,7 +409,7 @@ def test_numpy_bm25_ranks_exactly_like_fts5(env):
     # the numpy ranking, given FTS5's constants and idf, reproduces SQLite's own bm25() order:
     # the postings, document lengths and formula are right; Lucene's variant differs only there
     cat = env.catalog
-    queries = [goals_mod.make_goal(cat, i)["instruction_text"] for i in range(150)]
+    queries = [goals_mod.make_task(cat, i)["instruction_text"] for i in range(150)]
     queries += [cat.product_at(i)["title"] for i in range(50)] + ["running shoes", "zzz unknown word"]
     for q in queries:
         assert _numpy_fts5(cat, q) == cat.search(q, cache=False, engine="fts5"), q

@@ -14,7 +14,7 @@ import pytest
 
 import turngym
 from turngym.cli import main as cli_main
-from turngym.envs.shop.goals import make_goal
+from turngym.envs.shop.goals import make_task
 from turngym.envs.shop.serve import ShopSite, make_server
 from turngym.envs.shop.web import handle_request, new_session, page_links, parse_url
 
@@ -61,7 +61,7 @@ def test_handler_walks_the_same_path_as_the_env(env):
 
 
 def test_options_are_plain_links(env):
-    goal = make_goal(env.catalog, 0)
+    goal = make_task(env.catalog, 0)
     session = new_session(env.catalog, goal)
     product = env.catalog.product(goal["asin"])
     status, _, body = handle_request(session, "GET", f"/item/{goal['asin']}?q=x&page=1")
@@ -75,7 +75,7 @@ def test_options_are_plain_links(env):
 
 
 def test_bad_urls_leave_the_session_alone(env):
-    session = new_session(env.catalog, make_goal(env.catalog, 1))
+    session = new_session(env.catalog, make_task(env.catalog, 1))
     handle_request(session, "GET", "/results?q=tea")
     before = session.state()
     for method, path in [("GET", "/item/B0NOTHERE0"), ("GET", "/results?q=tea&page=1001"),

@@ -8,7 +8,7 @@ import pytest
 
 import turngym
 from turngym.envs.toolqa.env import grade
-from turngym.envs.toolqa.tasks import KINDS, all_tasks, corpus
+from turngym.envs.toolqa.tasks import TASK_TYPES, all_tasks, corpus
 
 
 def call(name: str, **arguments) -> str:
@@ -19,7 +19,7 @@ def test_tasks_are_stable_and_split():
     tasks = all_tasks()
     assert len(tasks) == 500 and len(corpus()) == 120
     test = [t for t in tasks.values() if t["split"] == "test"]
-    assert len(test) == 100 and {t["kind"] for t in test} == set(KINDS)
+    assert len(test) == 100 and {t["task_type"] for t in test} == set(TASK_TYPES)
     assert tasks["toolqa-arithmetic-0000"]["answer"] == "1965.625"  # fixed seed: same on every machine
     assert len({d["title"] for d in corpus()}) == 120
 
@@ -45,8 +45,8 @@ def test_expert_solves_every_task(split):
 def test_one_kind_ids():
     env = turngym.make("turngym/ToolQA-lookup-v0")
     assert all("-lookup-" in t for t in env.task_ids()) and env.task_ids("test")
-    with pytest.raises(ValueError, match="kinds"):
-        turngym.make("turngym/ToolQA-v0", kinds=["poetry"])
+    with pytest.raises(ValueError, match="task_types"):
+        turngym.make("turngym/ToolQA-v0", task_types=["poetry"])
 
 
 @pytest.mark.parametrize("given, expected, decimals, ok", [

@@ -95,6 +95,8 @@ def test_split_and_task_type_fallbacks():
     assert data.split_of(traj, "eval/x.jsonl") == "valid_seen"
     traj.initial_info["extra"] = {}
     assert data.task_type(traj) == "-"
+    traj.initial_info["extra"] = {"kind": "units"}  # a ToolQA file from before "task_type"
+    assert data.task_type(traj) == "units"
 
 
 # ----- server ------------------------------------------------------------------------------------

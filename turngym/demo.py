@@ -45,7 +45,7 @@ def demo_overrides(args) -> list[str]:
         f"env.id={ENV_ID}", "env.eval_split=valid_unseen", "env.backend=inline", f"env.num_envs={args.num_envs}",
         f"env.max_turns={args.max_turns}",
         f"env.kwargs={{shaped_reward: {args.shaped_reward}, invalid_action_penalty: {args.invalid_penalty}, "
-        "list_actions_in_observation: false}",
+        "admissible_in_observation: false}",
         f"model.name={args.model}", f"model.dtype={args.dtype}", "model.lora=true", "model.lora_rank=16",
         "model.lora_alpha=32", "model.lora_layers=10",
         "generation.max_new_tokens=16", f"generation.temperature={args.temperature}",

@@ -8,7 +8,8 @@ turn limits, StepInfo with the same keys everywhere) from this class:
     _reset(task)         -> (observation, info fields)
     _step(action)        -> (observation, reward, terminated, truncated, info fields)
 
-and optionally ``state(self)`` (the canonical true state; hashed into ``state_key``),
+and optionally ``state(self)`` (the canonical true state, hashed into ``state_key``; the
+default is the turn and the last observation),
 ``admissible_actions()``, ``tools()`` (JSON-schema specs for tools mode), ``instructions()``
 (the system prompt) and ``expert_action()`` (the oracle).
 
@@ -182,7 +183,12 @@ class TurnEnv(gym.Env[str, str]):
         raise NotImplementedError
 
     def state(self) -> Any:
-        """The canonical true state; its hash is ``info['state_key']``."""
+        """The canonical true state; its hash is ``info['state_key']``.
+
+        This default cannot see the true state, so it keys on the turn and the last
+        observation: two states share a key only when both agree (GiGPO-style estimators then
+        merge nothing across turns). Every registered env overrides it with its true state;
+        changing the default would change the keys of envs that keep it."""
         return {"turn": self.turn, "observation": self._last_observation}
 
     def admissible_actions(self) -> list[str] | None:

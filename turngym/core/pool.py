@@ -35,7 +35,7 @@ from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
 from turngym.core.policy import Completion, Conversation, completion_action, completion_reply
-from turngym.core.records import Step, Trajectory
+from turngym.core.records import Step, Trajectory, group_id
 from turngym.core.registry import TAGS, make, register, registration, spec
 
 BACKENDS = ("inline", "thread", "process", "ray", "remote")
@@ -608,7 +608,7 @@ class EnvPool:
             options["max_turns"] = max_steps  # the env decides truncation (TurnEnv.turn_limit)
             task_id = task["task_id"] if isinstance(task, dict) else str(task)
             for m in range(group_size):
-                todo.append(_Episode(len(todo), f"{task_id}@{seed + i}", m, task_id, seed + i, options))
+                todo.append(_Episode(len(todo), group_id(task_id, seed + i), m, task_id, seed + i, options))
         finished: list[tuple[int, Trajectory]] = []
         free = deque(range(self.num_envs))
         running: dict[int, _Episode] = {}

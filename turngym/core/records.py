@@ -41,9 +41,11 @@ class Step:
         if self.reply is None:  # a scripted turn, a str policy, or a file from before replies were kept
             self.reply = self.action
 
-    @property
-    def next_state_key(self) -> str:
-        return self.info.get("state_key", "")
+
+def group_id(task_id: str, seed: int) -> str:
+    """The id of a group: the episodes that start from one task and one reset seed (GRPO's
+    group; ``info["episode_id"]`` names the same start from inside the env)."""
+    return f"{task_id}@{seed}"
 
 
 @dataclass

@@ -167,11 +167,24 @@ class UnknownOptionError(TypeError, ValueError):
     and a ValueError, as turngym raises for every bad config field."""
 
 
+#: env keyword arguments that were renamed (issue 21: one name per concept): old -> new. An old
+#: name is refused with one line naming the new one, rather than ignored or half-honoured.
+RENAMED_KWARGS = {
+    "show_admissible": "admissible_in_info",
+    "list_actions_in_observation": "admissible_in_observation",
+    "kinds": "task_types",
+}
+
+
 def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     allowed = accepted_kwargs(factory)
     if allowed is None:
         return
     unknown = [k for k in kwargs if k not in allowed]
+    renamed = [k for k in unknown if RENAMED_KWARGS.get(k) in allowed]
+    if renamed:
+        old = renamed[0]
+        raise UnknownOptionError(f"{id}: keyword argument {old!r} is now {RENAMED_KWARGS[old]!r}")
     if unknown:
         raise UnknownOptionError(f"{id}: unknown keyword argument {', '.join(map(repr, unknown))}; "
                                  f"allowed: {', '.join(allowed) or 'none'}")

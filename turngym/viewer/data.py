@@ -38,8 +38,10 @@ def find_run_files(path: str | Path) -> tuple[Path, list[Path]]:
 
 
 def task_type(traj: Trajectory) -> str:
+    """The reset's ``extra["task_type"]`` (household, toolqa); ToolQA files written before it was
+    named so carry ``extra["kind"]``."""
     extra = (traj.initial_info or {}).get("extra") or {}
-    return str(extra.get("task_type") or traj.metadata.get("task_type") or "-")
+    return str(extra.get("task_type") or extra.get("kind") or traj.metadata.get("task_type") or "-")
 
 
 def split_of(traj: Trajectory, source: str = "", splits: dict[str, str] | None = None) -> str:

@@ -74,7 +74,7 @@ class CodeRepairTask:
                 "bug_kind": generated.bug_kind}
 
     @staticmethod
-    def repository(task: dict[str, Any]) -> repair_tasks.RepairTask:
+    def repository(task: dict[str, Any]) -> repair_tasks.RepairRepository:
         """The generated repository of a task row: files, tests, bug and fix."""
         return repair_tasks.generate(repair_tasks.task_index(task["task_id"]))
 
@@ -135,7 +135,7 @@ class CodeRepairEnv(TurnEnv):
         self.memory_mb = memory_mb
         self.tasks = CodeRepairTask(backend, timeout_s, memory_mb)
         self.repo: dict[str, str] = {}
-        self.spec_task: repair_tasks.RepairTask | None = None
+        self.repository: repair_tasks.RepairRepository | None = None
         self.tests_run = 0
 
     # ----- prompt and tools -------------------------------------------------------------------
@@ -167,7 +167,7 @@ class CodeRepairEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.spec_task = self.tasks.repository(task)
+        self.repository = self.tasks.repository(task)
         checkout = Checkout({})
         goal = self.tasks.setup(checkout, task)
         self.repo, self.tests_run = checkout.files, checkout.tests_run

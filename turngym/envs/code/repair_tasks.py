@@ -232,7 +232,7 @@ def $g(prices, percent=$c):
 
 
 @dataclass
-class RepairTask:
+class RepairRepository:
     task_id: str
     split: str
     package: str
@@ -280,7 +280,7 @@ def _evaluate(source: str, call: str):
 
 
 @lru_cache(maxsize=256)
-def generate(index: int) -> RepairTask:
+def generate(index: int) -> RepairRepository:
     """Task ``index`` (0 <= index < NUM_TASKS); the same index always gives the same task."""
     if not 0 <= index < NUM_TASKS:
         raise ValueError(f"task index: {index} is out of range 0..{NUM_TASKS - 1}")
@@ -339,7 +339,7 @@ def generate(index: int) -> RepairTask:
     if not fail_to_pass:
         raise AssertionError(f"task {index}: the {kind} bug in {b_template.key} breaks no test")
     bug_path = f"{package}/{b_module}.py"
-    return RepairTask(
+    return RepairRepository(
         task_id=task_id(index), split="test" if index % TEST_EVERY == 0 else "train", package=package,
         files=dict(sorted(buggy.items())), fixed_files=dict(sorted(fixed.items())), bug_path=bug_path,
         bug_kind=kind, bug_function=b_values[next(iter(b_template.names))], fail_to_pass=fail_to_pass,

@@ -74,11 +74,11 @@ class ALFWorldTask:
 
 class ALFWorldEnv(TurnEnv):
     """ALFWorld through TextWorld's PDDL engine. Options: ``games`` (folder of game files),
-    ``show_admissible``, ``reward_scale``."""
+    ``admissible_in_info``, ``reward_scale``."""
 
     default_split = "train"
 
-    def __init__(self, games: str | None = None, show_admissible: bool = True,
+    def __init__(self, games: str | None = None, admissible_in_info: bool = True,
                  reward_scale: float = 1.0, **kwargs: Any):
         super().__init__(**kwargs)
         if self.split not in SPLITS:
@@ -87,7 +87,7 @@ class ALFWorldEnv(TurnEnv):
             raise ValueError(f"reward_scale: must be a number >= 0, got {reward_scale!r}")
         default = Path(os.environ.get("ALFWORLD_DATA", "~/.cache/alfworld")).expanduser() / "json_2.1.1"
         self.tasks = ALFWorldTask(Path(games).expanduser() if games else default, float(reward_scale))
-        self.show_admissible = show_admissible
+        self.admissible_in_info = admissible_in_info
         self._env = None  # made on the first reset: importing the engine is slow
         self._state = None
         self._facts_key = ""
@@ -123,7 +123,7 @@ class ALFWorldEnv(TurnEnv):
         self._facts_key = state_key(sorted(str(f) for f in state["facts"]))
         won = bool(state["won"])
         return {"state_key": self._facts_key,
-                "admissible_actions": list(state["admissible_commands"]) if self.show_admissible else None,
+                "admissible_actions": list(state["admissible_commands"]) if self.admissible_in_info else None,
                 "action_valid": valid, "parse_error": None if valid else NOT_ADMISSIBLE,
                 "progress": 1.0 if won else 0.0, "is_success": won,
                 "reward_components": {"success": reward}}
@@ -134,7 +134,7 @@ class ALFWorldEnv(TurnEnv):
         return {"facts": sorted(str(f) for f in self._state["facts"])}
 
     def admissible_actions(self) -> list[str] | None:
-        if self._state is None or not self.show_admissible:
+        if self._state is None or not self.admissible_in_info:
             return None
         return list(self._state["admissible_commands"])
 

@@ -117,8 +117,8 @@ class HouseholdEnv(TurnEnv):
     """ALFWorld-style household text world in pure Python.
 
     Text and commands are ALFWorld 0.4.2's. Options: ``kind`` room | easy | house | seq (which
-    games), ``show_admissible`` (list the admissible commands in info),
-    ``list_actions_in_observation`` (also append them to each observation, for small models),
+    games), ``admissible_in_info`` (list the admissible commands in info),
+    ``admissible_in_observation`` (also append them to each observation, for small models),
     ``lenient`` (forgiving parser), ``legacy_commands`` (also take the ReAct-era
     ``put X in/on Y``; the lenient parser takes it too), ``paraphrase`` (goal text
     with synonyms), ``reward_scale`` (success reward), ``shaped_reward`` (weight of the progress
@@ -129,8 +129,8 @@ class HouseholdEnv(TurnEnv):
 
     default_split = "train"
 
-    def __init__(self, kind: str = "room", show_admissible: bool = True,
-                 list_actions_in_observation: bool = False, lenient: bool = False,
+    def __init__(self, kind: str = "room", admissible_in_info: bool = True,
+                 admissible_in_observation: bool = False, lenient: bool = False,
                  paraphrase: bool = False, reward_scale: float = 1.0, shaped_reward: float = 0.0,
                  invalid_action_penalty: float = 0.0, reveal_contents: bool = False,
                  legacy_commands: bool = False, **kwargs: Any):
@@ -143,9 +143,8 @@ class HouseholdEnv(TurnEnv):
                             ("invalid_action_penalty", invalid_action_penalty)):
             if not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"{name}: must be a number >= 0, got {value!r}")
-        self.kind = kind
-        self.show_admissible = show_admissible
-        self.list_actions_in_observation = list_actions_in_observation
+        self.admissible_in_info = admissible_in_info
+        self.admissible_in_observation = admissible_in_observation
         self.lenient = lenient
         self.legacy_commands = legacy_commands
         self.tasks = HouseholdTask(kind, paraphrase, float(reward_scale), float(shaped_reward))
@@ -163,7 +162,7 @@ class HouseholdEnv(TurnEnv):
             options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
         if "task" not in options and "task_id" not in options:
             # the base class's draw, from the cached tuple rather than a fresh list of 3,553 ids
-            ids = generator.task_ids(self.kind, options.get("split", self.split))
+            ids = generator.task_ids(self.tasks.kind, options.get("split", self.split))
             return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
         return super()._choose_task(options)
 
@@ -197,12 +196,12 @@ class HouseholdEnv(TurnEnv):
         if success:
             fields["done_reason"] = "success"
         reward = components["success"] + components["shaping"] + components["invalid_penalty"]
-        if self.list_actions_in_observation:
+        if self.admissible_in_observation:
             obs = self._observe(obs)
         return obs, reward, success, False, fields
 
     def _observe(self, obs: str) -> str:
-        if self.list_actions_in_observation:
+        if self.admissible_in_observation:
             obs += "\n\nAdmissible actions: " + ", ".join(self.world.admissible(AGENT))
         return obs
 
@@ -211,7 +210,7 @@ class HouseholdEnv(TurnEnv):
         world, tasks = self.world, self.tasks
         return {
             "state_key": self.key,
-            "admissible_actions": list(world.admissible(AGENT)) if self.show_admissible else None,
+            "admissible_actions": list(world.admissible(AGENT)) if self.admissible_in_info else None,
             "action_valid": valid,
             "parse_error": parse_error,
             "progress": tasks.progress,
@@ -228,12 +227,12 @@ class HouseholdEnv(TurnEnv):
         return {**self.world.state_dict(), "goal_index": self.tasks.goal_index}
 
     def admissible_actions(self) -> list[str] | None:
-        if self.world is None or not self.show_admissible:
+        if self.world is None or not self.admissible_in_info:
             return None
         return list(self.world.admissible(AGENT))
 
     def instructions(self) -> str:
-        return _INSTRUCTIONS[self.show_admissible]
+        return _INSTRUCTIONS[self.admissible_in_info]
 
     def expert_action(self) -> str:
         if self.world is None:

@@ -13,12 +13,12 @@ PRESETS = {
     "turngym/Household-v0": (
         {}, 50, "ALFWorld-style household: one room, six task types, admissible commands listed"),
     "turngym/Household-Easy-v0": (
-        {"kind": "easy", "list_actions_in_observation": True, "reveal_contents": True,
+        {"kind": "easy", "admissible_in_observation": True, "reveal_contents": True,
          "lenient": True}, 12,
         "for small models: one room, 4 open receptacles shown with their contents, "
         "pick-and-place only, actions listed each turn, lenient parser"),
     "turngym/Household-NoAdmissible-v0": (
-        {"show_admissible": False}, 50, "Household-v0 with the admissible commands hidden"),
+        {"admissible_in_info": False}, 50, "Household-v0 with the admissible commands hidden"),
     "turngym/Household-House-v0": (
         {"kind": "house"}, 50, "four-room house: `go to` crosses rooms"),
     "turngym/Household-TwoTasks-v0": (

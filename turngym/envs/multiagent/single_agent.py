@@ -14,7 +14,7 @@ import numpy as np
 
 from turngym.core.env import TurnEnv
 from turngym.core.policy import Conversation, as_completion
-from turngym.core.records import Step, Trajectory
+from turngym.core.records import Step, Trajectory, group_id
 from turngym.envs.multiagent.game import SeatTask, TextGame
 from turngym.envs.multiagent.pettingzoo_api import ParallelTextEnv
 
@@ -151,11 +151,11 @@ def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], gr
             g = cls()
             env = ParallelTextEnv(g)
             obs, infos = env.reset(seed=seed + i, options={"task_id": task_id})
-            group_id = f"{task_id}@{seed + i}"
+            group = group_id(task_id, seed + i)
             players = {a: _SeatPlayer(policies.get(a, "scripted"), a, g, seed + i + k)
                        for k, a in enumerate(g.possible_agents)}
             trajs = {a: Trajectory(env_id=f"multiagent/{game}", task_id=task_id, seed=seed + i,
-                                   group_id=f"{group_id}/{a}", trajectory_id=f"{group_id}/{a}#{member}",
+                                   group_id=f"{group}/{a}", trajectory_id=f"{group}/{a}#{member}",
                                    initial_observation=obs[a], initial_info=infos[a],
                                    metadata={"agent": a}) for a in g.possible_agents}
             last = {a: (obs[a], infos[a]) for a in g.possible_agents}

@@ -45,7 +45,7 @@ class ShopTask:
     def get_task(self, task_id: str) -> dict[str, Any]:
         goal = self._goal_cache.get(task_id)
         if goal is None:
-            goal = goals_mod.make_goal(self.catalog, goals_mod.parse_task_id(self.catalog, task_id))
+            goal = goals_mod.make_task(self.catalog, goals_mod.parse_task_id(self.catalog, task_id))
             if len(self._goal_cache) > 10_000:
                 self._goal_cache.clear()
             self._goal_cache[task_id] = goal

@@ -87,7 +87,7 @@ def _goal_attributes(product: dict[str, Any], rng: random.Random) -> list[str]:
     return ranked[:min(len(ranked), rng.choice([1, 2, 2, 3]))]
 
 
-def make_goal(catalog: Catalog, index: int) -> dict[str, Any]:
+def make_task(catalog: Catalog, index: int) -> dict[str, Any]:
     """Goal ``index`` of ``catalog`` as a task row (JSON-serialisable)."""
     rng = random.Random(f"turngym-shop-goal-{catalog.name}-{index}")
     if catalog.num_human_goals():

@@ -58,7 +58,7 @@ class ShopSite:
             else:
                 index = goals_mod.parse_task_id(self.catalog, task_id)
             sid = secrets.token_hex(8)
-            session = ShopSession(catalog=self.catalog, goal=goals_mod.make_goal(self.catalog, index))
+            session = ShopSession(catalog=self.catalog, goal=goals_mod.make_task(self.catalog, index))
             self.sessions[sid] = session
             return sid, session
 

@@ -8,7 +8,7 @@ API
 ---
 ``new_session(catalog, goal) -> ShopSession``
     A shopper on the search page. Build one per episode: ``catalog = open_catalog("1k")``,
-    ``goal = make_goal(catalog, index)`` (or ``ShopEnv.get_task(task_id)``).
+    ``goal = make_task(catalog, index)`` (or ``ShopEnv.get_task(task_id)``).
 
 ``handle_request(session, method, path, form=None) -> (status, content_type, body)``
     ``method`` "GET" or "POST"; ``path`` the path with its query string ("/results?q=tea&page=2");

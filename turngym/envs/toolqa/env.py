@@ -13,7 +13,7 @@ from typing import Any
 
 from turngym.core.env import TurnEnv
 from turngym.core.task import Validation
-from turngym.envs.toolqa.tasks import KINDS, all_tasks, corpus
+from turngym.envs.toolqa.tasks import TASK_TYPES, all_tasks, corpus
 from turngym.tools.builtin import Corpus, calculator, python_tool, search_tool
 from turngym.tools.executor import ON_ERROR, Executor, InfrastructureError, ToolResult
 from turngym.tools.parsers import ParseResult, ToolCall, format_hermes, parse_tool_calls
@@ -67,11 +67,11 @@ class ToolQATask:
     """ToolQA's ``Task``. Its world is the episode's history of tool calls that ran,
     ``[name, arguments, result]`` each; the last ``answer`` call in it is graded."""
 
-    def __init__(self, kinds: tuple[str, ...] = KINDS):
-        self.kinds = kinds
+    def __init__(self, task_types: tuple[str, ...] = TASK_TYPES):
+        self.task_types = task_types
 
     def task_ids(self, split: str) -> list[str]:
-        return [k for k, t in all_tasks().items() if t["split"] == split and t["kind"] in self.kinds]
+        return [k for k, t in all_tasks().items() if t["split"] == split and t["task_type"] in self.task_types]
 
     def get_task(self, task_id: str) -> dict[str, Any]:
         task = all_tasks().get(task_id)
@@ -107,16 +107,16 @@ class ToolQAEnv(TurnEnv):
 
     default_split = "train"
 
-    def __init__(self, kinds: list[str] | tuple[str, ...] = KINDS, on_error: str = "feedback",
+    def __init__(self, task_types: list[str] | tuple[str, ...] = TASK_TYPES, on_error: str = "feedback",
                  python_timeout: float = 10.0, **kwargs: Any):
         super().__init__(**kwargs)
-        bad = [k for k in kinds if k not in KINDS]
+        bad = [k for k in task_types if k not in TASK_TYPES]
         if bad:
-            raise ValueError(f"kinds: unknown {bad}; allowed: {list(KINDS)}")
+            raise ValueError(f"task_types: unknown {bad}; allowed: {list(TASK_TYPES)}")
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error: {on_error!r} is not allowed; allowed: {list(ON_ERROR)}")
-        self.kinds = tuple(kinds)
-        self.tasks = ToolQATask(self.kinds)
+        self.task_types = tuple(task_types)
+        self.tasks = ToolQATask(self.task_types)
         self.on_error = on_error
         self.toolset = ToolSet([calculator, search_tool(shared_corpus()), python_tool(timeout=python_timeout), answer])
         self.executor = Executor(self.toolset, timeout=python_timeout + 5)
@@ -137,7 +137,7 @@ class ToolQAEnv(TurnEnv):
 
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.history, self.answered = [], None
-        return self.tasks.setup(self.history, task), {"extra": {"kind": task["kind"]}}
+        return self.tasks.setup(self.history, task), {"extra": {"task_type": _task_type(task)}}
 
     def _step(self, action: str):
         parsed: ParseResult = parse_tool_calls(action, ("hermes", "json", "react"))
@@ -211,3 +211,8 @@ class ToolQAEnv(TurnEnv):
     def close(self) -> None:
         self.executor.close()
         super().close()
+
+
+def _task_type(task: dict[str, Any]) -> str:
+    """The row's question type; rows saved before it was called ``task_type`` have ``kind``."""
+    return task["task_type"] if "task_type" in task else task["kind"]

@@ -17,7 +17,7 @@ import random
 import statistics
 from typing import Any
 
-KINDS = ("arithmetic", "units", "lookup", "data")
+TASK_TYPES = ("arithmetic", "units", "lookup", "data")
 NUM_TASKS = 500  # every 5th task is in the test split
 SEED = 20_260_522
 
@@ -106,15 +106,15 @@ _DATA_QUESTIONS = {
 }
 
 
-def _data_answer(kind: str, xs: list[int]) -> str:
-    if kind == "sum_even_squares":
+def _data_answer(which: str, xs: list[int]) -> str:
+    if which == "sum_even_squares":
         return str(sum(x * x for x in xs if x % 2 == 0))
-    if kind == "count_primes":
+    if which == "count_primes":
         return str(sum(1 for x in xs if x > 1 and all(x % d for d in range(2, int(x ** 0.5) + 1))))
-    if kind == "median":
+    if which == "median":
         m = statistics.median(xs)
         return str(int(m) if m == int(m) else m)
-    if kind == "pstdev":
+    if which == "pstdev":
         return str(round(statistics.pstdev(xs), 3))
     s = sorted(xs)
     return str(max(b - a for a, b in zip(s, s[1:])))
@@ -122,10 +122,10 @@ def _data_answer(kind: str, xs: list[int]) -> str:
 
 def _data(rng: random.Random) -> dict[str, Any]:
     xs = [rng.randint(1, 500) for _ in range(rng.randint(12, 30))]
-    kind = rng.choice(sorted(_DATA_QUESTIONS))
-    question, code = _DATA_QUESTIONS[kind]
+    which = rng.choice(sorted(_DATA_QUESTIONS))
+    question, code = _DATA_QUESTIONS[which]
     return {"question": f"{question}\n{xs}", "tool": "python", "call": {"code": f"xs = {xs}\n{code}"},
-            "answer": _data_answer(kind, xs), "decimals": 3 if kind == "pstdev" else None}
+            "answer": _data_answer(which, xs), "decimals": 3 if which == "pstdev" else None}
 
 
 def _calc_answer(expression: str) -> str:
@@ -141,11 +141,11 @@ def all_tasks() -> dict[str, dict[str, Any]]:
     makers = {"arithmetic": _arithmetic, "units": _units, "lookup": _lookup, "data": _data}
     tasks = {}
     for i in range(NUM_TASKS):
-        kind = KINDS[i % len(KINDS)]
-        row = makers[kind](rng)
+        task_type = TASK_TYPES[i % len(TASK_TYPES)]
+        row = makers[task_type](rng)
         if row["tool"] == "calculator":
             row["answer"] = _calc_answer(row["call"]["expression"])
-        task_id = f"toolqa-{kind}-{i:04d}"
-        tasks[task_id] = {"task_id": task_id, "kind": kind, "split": "test" if i % 5 == 0 else "train",
+        task_id = f"toolqa-{task_type}-{i:04d}"
+        tasks[task_id] = {"task_id": task_id, "task_type": task_type, "split": "test" if i % 5 == 0 else "train",
                           "decimals": None, **row}
     return tasks
