@@ -63,6 +63,10 @@ class ModelConfig:
 
 @dataclass
 class GenerationConfig:
+    """The run's generation settings: the sampling of the training policy and of the evaluation
+    policy (each built with its own ``SamplingOptions``) and where rollouts are generated
+    (in-process or on a policy server)."""
+
     max_new_tokens: int = doc("tokens generated per turn at most", minimum=1, default=24)
     temperature: float = doc("sampling temperature for training rollouts", minimum=0, default=1.0)
     top_p: float = doc("nucleus sampling for training rollouts", minimum=0, default=1.0)
@@ -144,7 +148,7 @@ class TrainConfig:
     save_rollouts: bool = doc("write every update's trajectories to run_dir/rollouts/", default=True)
     env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "environment"})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "policy model"})
-    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={"help": "sampling"})
+    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={"help": "how and where rollouts and evaluation generate"})
     prompt: PromptConfig = field(default_factory=PromptConfig,
                                  metadata={"help": "how conversations are shown to the model"})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "supervised warm start"})
