@@ -62,7 +62,7 @@ def expert_plan(game, limit: int = 80) -> list[str]:
 
 def probes(world: World) -> list[str]:
     """Commands worth asking both engines about in this state, valid or not."""
-    game = world.game
+    game = world.blueprint
     a = world.agents[AGENT]
     here = world.at_hand(AGENT)
     elsewhere = [r for r in game.receptacles if r not in here]
@@ -136,11 +136,11 @@ def main() -> int:
     rng = random.Random(args.seed)
     episodes, meta = [], []
     for task_id in ids:
-        game = generator.build_game(task_id)
+        game = generator.build_blueprint(task_id)
         plan = expert_plan(game)
         path = work / f"{task_id.replace('/', '_')}.tw-pddl"
         if not args.reuse:
-            alfworld_files.save_game(game, path, walkthrough=plan)
+            alfworld_files.save_blueprint(game, path, walkthrough=plan)
         path = str(path)
         episodes.append({"game": path, "commands": plan})
         meta.append((task_id, "expert"))

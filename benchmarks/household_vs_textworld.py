@@ -49,10 +49,10 @@ def build_train_games() -> float:
     """Generate every train game once (TextWorld's side likewise plays an already-made game);
     returns ms per game. Generating on a reset is timed separately, in household_resets."""
     ids = generator.task_ids("room", "train")
-    generator.build_game.cache_clear()
+    generator.build_blueprint.cache_clear()
     start = time.perf_counter()
     for task in ids:
-        generator.build_game(task)
+        generator.build_blueprint(task)
     return 1000 * (time.perf_counter() - start) / len(ids)
 
 
@@ -78,7 +78,7 @@ def household_resets(n: int = 5000) -> dict:
     """Resets on tasks never played in this process (the game is generated from its id) and
     resets of a game already in the cache."""
     env = turngym.make(ENV_ID)
-    generator.build_game.cache_clear()
+    generator.build_blueprint.cache_clear()
     ids = env.task_ids("train")[:n]
     start, cpu = time.perf_counter(), time.process_time()
     for task in ids:

@@ -12,20 +12,20 @@ import pytest
 import turngym
 from turngym.envs.household import data, generator, registration
 from turngym.envs.household.engine import NOTHING, World, legacy_command, lenient_command, strict_command
-from turngym.envs.household.generator import Game
+from turngym.envs.household.generator import Blueprint
 from turngym.envs.household.tasks import Goal, goal_met, goal_progress
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = list(registration.PRESETS)  # the text presets (tools-mode twins are tested with tools)
 
 
-def tiny_game(goal: Goal = Goal("pick_heat_then_place", "apple", "countertop")) -> Game:
+def tiny_blueprint(goal: Goal = Goal("pick_heat_then_place", "apple", "countertop")) -> Blueprint:
     """A hand-made kitchen-with-a-desk: every rule can be reached in a few steps."""
     rec_type = {"cabinet 1": "cabinet", "countertop 1": "countertop", "desk 1": "desk",
                 "fridge 1": "fridge", "microwave 1": "microwave", "sinkbasin 1": "sinkbasin"}
     place = {"apple 1": "countertop 1", "desklamp 1": "desk 1", "knife 1": "countertop 1",
              "mug 1": "cabinet 1", "mug 2": "fridge 1", "tomato 1": "countertop 1"}
-    return Game(task_id="test/tiny", kind="room", rooms=("kitchen",), receptacles=tuple(rec_type),
+    return Blueprint(task_id="test/tiny", kind="room", rooms=("kitchen",), receptacles=tuple(rec_type),
                 rec_type=rec_type, rec_room=dict.fromkeys(rec_type, "kitchen"),
                 obj_type={o: o.split()[0] for o in place}, initial_place=place, goals=(goal,),
                 goal_texts=("put a hot apple in countertop.",),
@@ -84,13 +84,13 @@ def test_every_task_type_appears_in_its_rooms():
 def test_games_are_the_same_in_another_process():
     """String seeds, not salted hash(): another interpreter with another hash seed agrees."""
     ids = [generator.task_ids(kind, "train")[7] for kind in generator.KINDS]
-    code = ("import json,sys; from turngym.envs.household.generator import build_game as b; "
+    code = ("import json,sys; from turngym.envs.household.generator import build_blueprint as b; "
             "g=[b(t) for t in sys.argv[1:]]; "
             "print(json.dumps([[x.initial_place, x.goal_texts, x.receptacles] for x in g]))")
     out = subprocess.run([sys.executable, "-c", code, *ids], capture_output=True, text=True,
                          check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "123"})
     here = [[g.initial_place, list(g.goal_texts), list(g.receptacles)]
-            for g in map(generator.build_game, ids)]
+            for g in map(generator.build_blueprint, ids)]
     assert json.loads(out.stdout) == here
 
 
@@ -100,19 +100,19 @@ def test_games_are_valid():
     closed = 0
     ids = generator.task_ids("room", "train")[:400] + generator.task_ids("house", "valid_seen")[:40]
     for tid in ids:
-        game = generator.build_game(tid)
-        for obj, rec in game.initial_place.items():
-            assert game.obj_type[obj] in data.ACCEPTS[game.rec_type[rec]] or game.obj_type[obj] in data.LAMPS
-            assert obj.rsplit(" ", 1)[0] == game.obj_type[obj]
-        for otype, names in game.by_type.items():
-            if otype in game.obj_type.values():
+        blueprint = generator.build_blueprint(tid)
+        for obj, rec in blueprint.initial_place.items():
+            assert blueprint.obj_type[obj] in data.ACCEPTS[blueprint.rec_type[rec]] or blueprint.obj_type[obj] in data.LAMPS
+            assert obj.rsplit(" ", 1)[0] == blueprint.obj_type[obj]
+        for otype, names in blueprint.by_type.items():
+            if otype in blueprint.obj_type.values():
                 assert sorted(int(n.rsplit(" ", 1)[1]) for n in names) == list(range(1, len(names) + 1))
-        world = World(game)
-        assert not goal_met(world, game.goals[0])
-        goal = game.goals[0]
-        places = [game.initial_place[o] for o in game.by_type[goal.obj_type]]
-        closed += all(game.rec_type[p] in data.OPENABLE for p in places)
-        assert len(game.obj_type) >= 5  # distractors
+        world = World(blueprint)
+        assert not goal_met(world, blueprint.goals[0])
+        goal = blueprint.goals[0]
+        places = [blueprint.initial_place[o] for o in blueprint.by_type[goal.obj_type]]
+        closed += all(blueprint.rec_type[p] in data.OPENABLE for p in places)
+        assert len(blueprint.obj_type) >= 5  # distractors
     assert 0.05 < closed / len(ids) < 0.6
 
 
@@ -137,7 +137,7 @@ def test_bad_task_ids_name_the_format():
 
 # ----- rules -----------------------------------------------------------------------------------
 def test_one_object_in_hand_and_closed_receptacles():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     assert run(world, "go to countertop 1")[0] == (
         "You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 1, and a tomato 1.")
     run(world, "take apple 1 from countertop 1")
@@ -152,14 +152,14 @@ def test_one_object_in_hand_and_closed_receptacles():
 
 
 def test_compatibility_limits_where_things_go():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     run(world, "go to countertop 1", "take knife 1 from countertop 1", "go to microwave 1", "open microwave 1")
     assert "knife" not in data.ACCEPTS["microwave"]
     assert not any(c.startswith("move") for c in world.admissible("agent"))
 
 
 def test_heat_cool_clean_at_the_right_appliance_without_opening():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     run(world, "go to countertop 1", "take apple 1 from countertop 1")
     assert world.execute("agent", "heat apple 1 with countertop 1") == (NOTHING, False)
     assert run(world, "go to microwave 1", "heat apple 1 with microwave 1")[1] == (
@@ -174,20 +174,20 @@ def test_heat_cool_clean_at_the_right_appliance_without_opening():
 
 
 def test_lamp_works_only_where_it_stands_and_stays_on():
-    world = World(tiny_game(Goal("look_at_obj_in_light", "mug", "desklamp")))
+    world = World(tiny_blueprint(Goal("look_at_obj_in_light", "mug", "desklamp")))
     assert "use desklamp 1" not in world.admissible("agent")
     assert world.execute("agent", "use desklamp 1") == (NOTHING, False)
     run(world, "go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to desk 1")
-    assert goal_progress(world, world.game.goals[0]) == 0.5
+    assert goal_progress(world, world.blueprint.goals[0]) == 0.5
     assert run(world, "use desklamp 1") == ["You turn on the desklamp 1."]
-    assert goal_met(world, world.game.goals[0])
+    assert goal_met(world, world.blueprint.goals[0])
     assert run(world, "use desklamp 1") == ["You turn on the desklamp 1."]  # ALFWorld: stays on
     run(world, "go to countertop 1")
-    assert "desklamp 1" in world.lit and not goal_met(world, world.game.goals[0])
+    assert "desklamp 1" in world.lit and not goal_met(world, world.blueprint.goals[0])
 
 
 def test_slicing_needs_a_knife_in_hand():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     run(world, "go to countertop 1")
     assert not any(c.startswith("slice") for c in world.admissible("agent"))
     run(world, "take knife 1 from countertop 1")
@@ -197,7 +197,7 @@ def test_slicing_needs_a_knife_in_hand():
 
 
 def test_examine_look_and_sorted_unique_admissible():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     assert world.intro().startswith("You are in the middle of a room. Looking quickly around you, "
                                     "you see a cabinet 1, a countertop 1, a desk 1,")
     # ALFWorld's look lists the receptacles at the agent's spot: none in the middle
@@ -218,8 +218,8 @@ def test_examine_look_and_sorted_unique_admissible():
 
 
 def test_goal_checks_use_types_not_instances():
-    world = World(tiny_game(Goal("pick_two_obj_and_place", "mug", "countertop")))
-    goal = world.game.goals[0]
+    world = World(tiny_blueprint(Goal("pick_two_obj_and_place", "mug", "countertop")))
+    goal = world.blueprint.goals[0]
     run(world, "go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to countertop 1",
         "move mug 1 to countertop 1")
     assert goal_progress(world, goal) == pytest.approx(2 / 3)
@@ -262,7 +262,7 @@ def test_invalid_command_changes_nothing():
 
 # ----- state keys ------------------------------------------------------------------------------
 def _key_after(*commands: str) -> str:
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     run(world, *commands)
     return world.key()
 
@@ -344,14 +344,14 @@ def test_easy_preset_is_small_and_in_plain_sight():
     assert env.spec.max_episode_steps <= 15
     for task in env.task_ids("valid_seen")[:40]:
         obs, info = env.reset(options={"task_id": task})
-        game = env.unwrapped.world.game
-        goal = game.goals[0]
-        assert goal.task_type == "pick_and_place_simple" and len(game.receptacles) <= 4
-        assert not any(game.rec_type[r] in data.OPENABLE for r in game.receptacles)
-        target = game.by_type[goal.obj_type][0]
-        assert f"On the {game.initial_place[target]}, you see" in obs and target in obs
+        blueprint = env.unwrapped.world.blueprint
+        goal = blueprint.goals[0]
+        assert goal.task_type == "pick_and_place_simple" and len(blueprint.receptacles) <= 4
+        assert not any(blueprint.rec_type[r] in data.OPENABLE for r in blueprint.receptacles)
+        target = blueprint.by_type[goal.obj_type][0]
+        assert f"On the {blueprint.initial_place[target]}, you see" in obs and target in obs
         assert "Admissible actions: " in obs
-    obs, reward, terminated, truncated, info = env.step(f"Go to the {game.initial_place[target].title()}.")
+    obs, reward, terminated, truncated, info = env.step(f"Go to the {blueprint.initial_place[target].title()}.")
     assert info["action_valid"]  # the lenient parser is on for small models
 
 
@@ -367,7 +367,7 @@ def test_house_preset_crosses_rooms():
     env = turngym.make("turngym/Household-House-v0")
     obs, info = env.reset(seed=4)
     assert obs.split("\n\n")[1].startswith("You are in the middle of a house with a kitchen, a living room, a bedroom,")
-    rooms = env.unwrapped.world.game.rec_room
+    rooms = env.unwrapped.world.blueprint.rec_room
     assert len(set(rooms.values())) == 4
     assert all(f"go to {r}" in info["admissible_actions"] for r in rooms)
     far = next(r for r in rooms if rooms[r] == "bathroom")
@@ -393,13 +393,13 @@ def test_paraphrase_preset_changes_words_not_goals():
         a, _ = plain.reset(options={"task_id": task})
         b, _ = para.reset(options={"task_id": task})
         changed += a != b
-        assert plain.unwrapped.world.game.goals == para.unwrapped.world.game.goals
+        assert plain.unwrapped.world.blueprint.goals == para.unwrapped.world.blueprint.goals
     assert changed >= 15
 
 
 # ----- engine used by several agents (the co-op env builds on this) -----------------------------
 def test_two_agents_share_one_world():
-    world = World(tiny_game(Goal("pick_two_obj_and_place", "mug", "countertop")), agents=("alice", "bob"))
+    world = World(tiny_blueprint(Goal("pick_two_obj_and_place", "mug", "countertop")), agents=("alice", "bob"))
     run(world, "go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", agent="alice")
     run(world, "go to cabinet 1", agent="bob")
     assert world.agents["bob"].location == "cabinet 1" and world.agents["bob"].holding is None
@@ -408,17 +408,17 @@ def test_two_agents_share_one_world():
     run(world, "go to fridge 1", "open fridge 1", "take mug 2 from fridge 1", agent="bob")
     run(world, "go to countertop 1", "move mug 1 to countertop 1", agent="alice")
     run(world, "go to countertop 1", "move mug 2 to countertop 1", agent="bob")
-    assert goal_met(world, world.game.goals[0])
+    assert goal_met(world, world.blueprint.goals[0])
     with pytest.raises(ValueError, match="agents"):
-        World(tiny_game(), agents=("a", "a"))
+        World(tiny_blueprint(), agents=("a", "a"))
 
 
 def test_clone_is_independent():
-    world = World(tiny_game())
+    world = World(tiny_blueprint())
     copy = world.clone()
     run(copy, "go to countertop 1", "take apple 1 from countertop 1")
     assert world.key() != copy.key() and world.where["apple 1"] == "countertop 1"
-    assert world.key() == World(tiny_game()).key()
+    assert world.key() == World(tiny_blueprint()).key()
 
 
 # ----- CLI -------------------------------------------------------------------------------------
@@ -437,18 +437,18 @@ def test_cli_play_and_eval(monkeypatch, capsys):
 
 # ----- ALFWorld's wording and spots ------------------------------------------------------------
 def test_receptacles_sharing_a_spot_are_reached_together():
-    game = tiny_game()
-    game = Game(**{**{f: getattr(game, f) for f in ("task_id", "kind", "rooms", "receptacles", "rec_type",
+    blueprint = tiny_blueprint()
+    blueprint = Blueprint(**{**{f: getattr(blueprint, f) for f in ("task_id", "kind", "rooms", "receptacles", "rec_type",
                                                      "rec_room", "obj_type", "initial_place", "goals",
                                                      "goal_texts", "paraphrased_texts")},
-                   "spot": {**{r: r for r in game.receptacles}, "fridge 1": "cabinet 1"}})
-    world = World(game)
+                   "spot": {**{r: r for r in blueprint.receptacles}, "fridge 1": "cabinet 1"}})
+    world = World(blueprint)
     assert run(world, "go to fridge 1") == ["You arrive at fridge 1. The fridge 1 is closed."]
     actions = world.admissible("agent")
     assert "open cabinet 1" in actions and "go to cabinet 1" not in actions
     assert run(world, "look") == ["You are facing the cabinet 1, and fridge 1. Next to it, you see nothing."]
     key = world.key()
-    other = World(game)
+    other = World(blueprint)
     run(other, "go to cabinet 1")
     assert other.key() == key  # one spot, one state, whichever name one walked to
     # ALFWorld remembers where a thing came from: moved to the neighbour, it is "next to it"
@@ -483,15 +483,15 @@ def test_game_files_round_trip(tmp_path):
 
     env = turngym.make("turngym/Household-v0")
     for task in generator.task_ids("room", "valid_unseen")[:12]:
-        game = generator.build_game(task)
-        path = alfworld_files.save_game(game, tmp_path / "game.tw-pddl")
+        blueprint = generator.build_blueprint(task)
+        path = alfworld_files.save_blueprint(blueprint, tmp_path / "game.tw-pddl")
         doc = json.loads(path.read_text())
         assert {"pddl_domain", "grammar", "pddl_problem", "solvable"} <= set(doc)
         assert "(:goal (" in doc["pddl_problem"] and "UNKNOWN GOAL" not in doc["grammar"]
         first, info = env.reset(options={"task_id": task})
         again, info2 = env.reset(options={"task": {"alfworld_game": str(path)}})
         assert first == again and info["admissible_actions"] == info2["admissible_actions"]
-        assert env.unwrapped.world.game.goals == game.goals
+        assert env.unwrapped.world.blueprint.goals == blueprint.goals
         rewards, infos = [], []
         while not infos or not (infos[-1]["is_success"] or len(infos) > 60):
             obs, reward, terminated, truncated, i = env.step(env.expert_action())

@@ -67,14 +67,14 @@ def test_alfworld_env_plays_exported_games(tmp_path, engine):
 
     games = []
     for task in generator.task_ids("room", "valid_unseen")[:3]:
-        game = generator.build_game(task)
+        blueprint = generator.build_blueprint(task)
         env = turngym.make("turngym/Household-v0")
         _, info = env.reset(options={"task_id": task})
         plan = []
         while not info["is_success"]:
             plan.append(env.expert_action())
             *_, info = env.step(plan[-1])
-        path = alfworld_files.save_game(game, tmp_path / f"{len(games)}.tw-pddl")
+        path = alfworld_files.save_blueprint(blueprint, tmp_path / f"{len(games)}.tw-pddl")
         games.append((str(path), plan))
     run = subprocess.run([str(engine), "-c", SCRIPT, json.dumps(games)], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=300)

@@ -73,9 +73,9 @@ def test_the_household_replays_the_real_engines_answers():
 
 
 def test_what_the_quirks_change():
-    game = alfworld_files.load_game(GAME)
-    assert game.inner == {"bowl 1": ("egg 1",)}
-    assert "tomato 2" in game.initial_flags["cool"]
+    blueprint = alfworld_files.load_blueprint(GAME)
+    assert blueprint.inner == {"bowl 1": ("egg 1",)}
+    assert "tomato 2" in blueprint.initial_flags["cool"]
     # the countertop tomato is sliced at the sink, where ALFRED located it, not at its countertop
     steps = play(["go to countertop 2", "take knife 1 from countertop 2", "go to countertop 1"])
     assert not any(c.startswith("slice tomato") for c in steps[-1]["admissible"])

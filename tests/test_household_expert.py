@@ -75,11 +75,11 @@ def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
     """Breadth-first search over states, skipping commands that can never shorten a plan
     (look/examine/inventory/help, close, slice, taking an object of another type, going to or
     opening a receptacle that holds no goal object and is neither the target nor an appliance)."""
-    game = world.game
-    useful = {r for r in game.receptacles if game.rec_type[r] in (goal.rec_type, "microwave", "fridge",
+    blueprint = world.blueprint
+    useful = {r for r in blueprint.receptacles if blueprint.rec_type[r] in (goal.rec_type, "microwave", "fridge",
                                                                    "sinkbasin")}
-    useful |= {game.initial_place[o] for o in game.by_type.get(goal.obj_type, ())}
-    useful |= {game.initial_place[o] for t in ("desklamp", "floorlamp") for o in game.by_type.get(t, ())}
+    useful |= {blueprint.initial_place[o] for o in blueprint.by_type.get(goal.obj_type, ())}
+    useful |= {blueprint.initial_place[o] for t in ("desklamp", "floorlamp") for o in blueprint.by_type.get(t, ())}
     seen = {world.key()}
     queue = deque([(world, 0)])
     while queue:
@@ -92,7 +92,7 @@ def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
             verb = command.split(" ", 1)[0]
             if verb in ("look", "examine", "inventory", "close", "slice", "help"):
                 continue
-            if verb == "take" and state.game.obj_type[command[5:].split(" from ")[0]] != goal.obj_type:
+            if verb == "take" and state.blueprint.obj_type[command[5:].split(" from ")[0]] != goal.obj_type:
                 continue
             if verb in ("go", "open") and command.split(" ", 1)[1].removeprefix("to ") not in useful:
                 continue
@@ -109,13 +109,13 @@ def shortest_plan(world: World, goal, limit: int = 10) -> int | None:
 def test_expert_plans_are_shortest():
     ids = generator.task_ids("room", "valid_seen")[:16]
     for task in ids:
-        game = generator.build_game(task)
-        goal = game.goals[0]
+        blueprint = generator.build_blueprint(task)
+        goal = blueprint.goals[0]
         if goal.task_type == "pick_two_obj_and_place":
             continue  # its search space is the slow one; the other five cover the planner's parts
-        world = World(game)
+        world = World(blueprint)
         steps = 0
         while not goal_met(world, goal):
             world.execute("agent", expert_action(world, "agent", goal))
             steps += 1
-        assert steps == shortest_plan(World(game), goal), task
+        assert steps == shortest_plan(World(blueprint), goal), task

@@ -73,8 +73,8 @@ def test_golden_games_are_this_generators_exports():
     from turngym.envs.household import generator
 
     for ep in episodes()[::10]:
-        doc = alfworld_files.export_game(generator.build_game(ep["task_id"]))
+        doc = alfworld_files.export_blueprint(generator.build_blueprint(ep["task_id"]))
         if doc["pddl_problem"] != ep["pddl_problem"]:
             pytest.fail(f"{ep['task_id']}: the generator or exporter changed since the golden file was "
                         "recorded; run benchmarks/household_fidelity.py --golden ... again")
-        assert World(generator.build_game(ep["task_id"])).intro() in ep["alfworld"][0]["obs"]
+        assert World(generator.build_blueprint(ep["task_id"])).intro() in ep["alfworld"][0]["obs"]

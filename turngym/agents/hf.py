@@ -61,6 +61,10 @@ class Generation:
 
 @dataclass
 class SamplingOptions:
+    """One policy's sampling options (``HFPolicy.sampling``; ``generate(**overrides)`` replaces
+    some for one call). The train config's ``generation:`` section sets those of the trainer's
+    policies."""
+
     temperature: float = 1.0      # 0 means greedy
     top_p: float = 1.0
     top_k: int = 0                # 0: no top-k cut

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from turngym.core.fields import doc
 from turngym.core.policy import Conversation
 from turngym.tools.parsers import format_hermes
 
@@ -46,13 +47,17 @@ _FORMAT_TEXT = {
 
 @dataclass
 class PromptConfig:
-    """How conversations are shown to a model. Every field has a working default."""
+    """How conversations are shown to a model. Every field has a working default.
+
+    It is also the train config's ``prompt:`` section: a run file sets its documented fields;
+    the trainer sets ``action_format`` and ``env_prompts`` from the estimator."""
 
     action_format: str = "plain"
-    history: str = "full"
-    history_k: int = 4              # turns kept verbatim by last_k and summary
-    show_admissible: bool = True    # list info["admissible_actions"] under the latest observation
-    system_prompt: str | None = None          # replaces the env's instructions when set
+    history: str = doc("what the model sees of earlier turns", choices=HISTORY_MODES, default="full")
+    history_k: int = doc("turns kept verbatim by last_k / summary", minimum=0, default=4)
+    # info["admissible_actions"], listed under the latest observation
+    show_admissible: bool = doc("list the env's admissible actions under each observation", default=True)
+    system_prompt: str | None = doc("replaces the env's instructions when set", default=None)
     env_prompts: dict[str, str] = field(default_factory=dict)  # env id or prefix -> extra system text
 
     def __post_init__(self):

@@ -77,6 +77,14 @@ def state_key(state: Any) -> str:
                            digest_size=12).hexdigest()
 
 
+def episode_id(env_id: str, task_id: str, episode_seed: int) -> str:
+    """``info["episode_id"]``: the env's id of an episode's start, from what the env alone knows
+    (its id, the task, the episode seed), so unseeded resets get one too. A pool's group
+    (``turngym.core.records.group_id``: task and reset seed) names the same start from outside:
+    within one env id its members share one ``episode_id``."""
+    return state_key([env_id, task_id, episode_seed])[:16]
+
+
 @dataclass
 class StepInfo:
     """The ``info`` dict of every turngym env; every key is present on every step."""
@@ -233,7 +241,7 @@ class TurnEnv(gym.Env[str, str]):
         self._episode_max_turns = budget
         self.infra_failure = None
         spec_id = self.spec.id if self.spec is not None else type(self).__name__
-        self.episode_id = state_key([spec_id, task["task_id"], self.episode_seed])[:16]
+        self.episode_id = episode_id(spec_id, task["task_id"], self.episode_seed)
         obs, fields = self._reset(task)
         fields = dict(fields)
         fields.setdefault("tools", self.tools())

@@ -44,7 +44,8 @@ class Step:
 
 def group_id(task_id: str, seed: int) -> str:
     """The id of a group: the episodes that start from one task and one reset seed (GRPO's
-    group; ``info["episode_id"]`` names the same start from inside the env)."""
+    group). ``info["episode_id"]`` (``turngym.core.env.episode_id``) names the same start from
+    inside the env: a hash of the env id, the task and the episode seed drawn from the reset seed."""
     return f"{task_id}@{seed}"
 
 

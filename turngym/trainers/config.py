@@ -9,6 +9,7 @@ lists every field with its type, default and help (``turngym train --print-confi
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import tomllib
@@ -19,19 +20,12 @@ from typing import Any
 
 import yaml
 
-from turngym.agents.prompts import HISTORY_MODES
+from turngym.agents.prompts import PromptConfig
+from turngym.core.fields import doc
 from turngym.trainers.advantages import ESTIMATORS, empg
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
 BACKEND_NAMES = ("inline", "thread", "process", "ray")
-
-
-def doc(help_: str, choices: tuple | None = None, minimum: float | None = None, **kw) -> Any:
-    """A dataclass field with its documentation (and optional allowed values / lower bound)."""
-    meta = {"help": help_, "choices": choices, "minimum": minimum}
-    if "default_factory" in kw:
-        return field(default_factory=kw.pop("default_factory"), metadata=meta)
-    return field(default=kw.pop("default"), metadata=meta)
 
 
 @dataclass
@@ -69,6 +63,10 @@ class ModelConfig:
 
 @dataclass
 class GenerationConfig:
+    """The run's generation settings: the sampling of the training policy and of the evaluation
+    policy (each built with its own ``SamplingOptions``) and where rollouts are generated
+    (in-process or on a policy server)."""
+
     max_new_tokens: int = doc("tokens generated per turn at most", minimum=1, default=24)
     temperature: float = doc("sampling temperature for training rollouts", minimum=0, default=1.0)
     top_p: float = doc("nucleus sampling for training rollouts", minimum=0, default=1.0)
@@ -87,14 +85,6 @@ class GenerationConfig:
                            "'vllm_lora' (the adapter is saved to run_dir/adapter and loaded through vLLM's "
                            "/v1/load_lora_adapter; needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)",
                            choices=("none", "vllm_lora"), default="none")
-
-
-@dataclass
-class PromptSection:
-    history: str = doc("what the model sees of earlier turns", choices=HISTORY_MODES, default="full")
-    history_k: int = doc("turns kept verbatim by last_k / summary", minimum=0, default=4)
-    show_admissible: bool = doc("list the env's admissible actions under each observation", default=True)
-    system_prompt: str | None = doc("replaces the env's instructions when set", default=None)
 
 
 @dataclass
@@ -158,15 +148,15 @@ class TrainConfig:
     save_rollouts: bool = doc("write every update's trajectories to run_dir/rollouts/", default=True)
     env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "environment"})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "policy model"})
-    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={"help": "sampling"})
-    prompt: PromptSection = field(default_factory=PromptSection,
-                                  metadata={"help": "how conversations are shown to the model"})
+    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={"help": "how and where rollouts and evaluation generate"})
+    prompt: PromptConfig = field(default_factory=PromptConfig,
+                                 metadata={"help": "how conversations are shown to the model"})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "supervised warm start"})
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "reinforcement learning"})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "held-out evaluation"})
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _as_dict(self)
 
 
 # ----- loading and checking ---------------------------------------------------------------
@@ -277,10 +267,25 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+def run_file_fields(cls) -> list[dataclasses.Field]:
+    """The fields of a section a run file may set: its documented ones. ``PromptConfig``'s
+    ``action_format`` and ``env_prompts`` are not: the trainer sets them from the estimator."""
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+
+
+def _as_dict(obj) -> dict[str, Any]:
+    """A config as a run file writes it (what ``dataclasses.asdict`` gives, run-file fields only)."""
+    out = {}
+    for f in run_file_fields(type(obj)):
+        value = getattr(obj, f.name)
+        out[f.name] = _as_dict(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
+    return out
+
+
 def build(cls, data: Any, prefix: str):
     if not isinstance(data, dict):
         raise ValueError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in run_file_fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ValueError(f"{prefix}{unknown[0]}: unknown field; allowed: {', '.join(fields)}")
@@ -329,7 +334,7 @@ def describe(cls=TrainConfig, prefix: str = "") -> list[tuple[str, str, str, str
     """(name, type, default, help) for every field, sections flattened with dots."""
     rows = []
     hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
+    for f in run_file_fields(cls):
         hint = hints[f.name]
         if dataclasses.is_dataclass(hint):
             rows += describe(hint, f"{prefix}{f.name}.")

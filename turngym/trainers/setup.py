@@ -44,7 +44,6 @@ class Trainer:
 def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Trainer:
     from turngym.agents.hf import HFPolicy
     from turngym.agents.models import load_model
-    from turngym.agents.prompts import PromptConfig
 
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -71,7 +70,7 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
         torch.nn.init.zeros_(value_head.bias)
         modules["value_head"] = value_head
     extra = {"": estimator.prompt_suffix} if estimator.prompt_suffix else {}  # "": every env
-    prompt = PromptConfig(action_format=estimator.action_format, env_prompts=extra, **dataclasses.asdict(cfg.prompt))
+    prompt = dataclasses.replace(cfg.prompt, action_format=estimator.action_format, env_prompts=extra)
     gen = cfg.generation
     policy = HFPolicy(model, tokenizer, temperature=gen.temperature, top_p=gen.top_p,
                       max_new_tokens=gen.max_new_tokens, prompt=prompt, batch_size=cfg.env.num_envs)

@@ -1,13 +1,13 @@
-"""ALFWorld's game files (``game.tw-pddl``): write any household game as one, read one back.
+"""ALFWorld's game files (``game.tw-pddl``): write any household blueprint as one, read one back.
 
 A game file is JSON with ``pddl_domain`` (ALFWorld's ``alfred.pddl``), ``grammar`` (its
 ``alfred.twl2`` with the task sentence filled in) and ``pddl_problem`` (objects, initial facts,
 goal), plus ``solvable`` and ``walkthrough``. TextWorld's PDDL engine plays it; ALFWorld renames
 the PDDL ids for display (sort the ids; per name, the first id gets the highest number), and so
-does ``load_game`` here, so both engines call every thing by the same name.
+does ``load_blueprint`` here, so both engines call every thing by the same name.
 
-    export_game(game, goal_index=0) -> dict           write it with json.dump (save_game does)
-    load_game(path or dict) -> Game                   played by World like any generated game
+    export_blueprint(blueprint, goal_index=0) -> dict   write it with json.dump (save_blueprint does)
+    load_blueprint(path or dict) -> Blueprint           played by World like any generated one
 
 Read-back handles the facts ALFWorld's own files use (receptacles at locations, objects in
 receptacles, openable/opened, capabilities, canContain) and goals of the six task types, with the
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from turngym.envs.household import data
-from turngym.envs.household.generator import Game
+from turngym.envs.household.generator import Blueprint
 from turngym.envs.household.tasks import LOOK, TWO, Goal
 
 HERE = Path(__file__).parent
@@ -50,40 +50,40 @@ def pddl_type(name: str) -> str:
 
 
 # ----- export ------------------------------------------------------------------------------------
-def export_game(game: Game, goal_index: int = 0, walkthrough: list[str] | None = None) -> dict[str, Any]:
-    """The game (its initial state and one of its goals) as an ALFWorld game-file dict."""
+def export_blueprint(blueprint: Blueprint, goal_index: int = 0, walkthrough: list[str] | None = None) -> dict[str, Any]:
+    """The blueprint (its initial state and one of its goals) as an ALFWorld game-file dict."""
     domain, grammar = domain_and_grammar()
-    goal = game.goals[goal_index]
-    text = game.goal_texts[goal_index].rstrip(".")
-    ids = game.pddl_ids()
-    spots = {s: f"loc_bar_{i}" for i, s in enumerate(game.spot_recs)}
-    objects = list(game.obj_type)
-    rec_types = sorted(set(game.rec_type.values()))
-    obj_types = sorted(set(game.obj_type.values()) | {goal.obj_type, goal.rec_type} - set(rec_types))
+    goal = blueprint.goals[goal_index]
+    text = blueprint.goal_texts[goal_index].rstrip(".")
+    ids = blueprint.pddl_ids()
+    spots = {s: f"loc_bar_{i}" for i, s in enumerate(blueprint.spot_recs)}
+    objects = list(blueprint.obj_type)
+    rec_types = sorted(set(blueprint.rec_type.values()))
+    obj_types = sorted(set(blueprint.obj_type.values()) | {goal.obj_type, goal.rec_type} - set(rec_types))
     init = [f"(atLocation {AGENT_ID} {START})", "(= (total-cost) 0)"]
-    for r in game.receptacles:
-        init += [f"(receptacleType {ids[r]} {pddl_type(game.rec_type[r])})",
-                 f"(receptacleAtLocation {ids[r]} {spots[game.spot[r]]})"]
-        if r in game.openable:
+    for r in blueprint.receptacles:
+        init += [f"(receptacleType {ids[r]} {pddl_type(blueprint.rec_type[r])})",
+                 f"(receptacleAtLocation {ids[r]} {spots[blueprint.spot[r]]})"]
+        if r in blueprint.openable:
             init.append(f"(openable {ids[r]})")
     for o in objects:
-        rec = game.initial_place[o]
-        init += [f"(objectType {ids[o]} {pddl_type(game.obj_type[o])})",
+        rec = blueprint.initial_place[o]
+        init += [f"(objectType {ids[o]} {pddl_type(blueprint.obj_type[o])})",
                  f"(inReceptacle {ids[o]} {ids[rec]})",
-                 f"(objectAtLocation {ids[o]} {spots[game.spot[rec]]})"]
-        init += [f"({cap} {ids[o]})" for cap in _CAPABILITIES if o in getattr(game, cap)]
+                 f"(objectAtLocation {ids[o]} {spots[blueprint.spot[rec]]})"]
+        init += [f"({cap} {ids[o]})" for cap in _CAPABILITIES if o in getattr(blueprint, cap)]
     for fact, flag in _FLAG_FACTS.items():
-        init += [f"({fact} {ids[x]})" for x in sorted(game.initial_flags.get(flag, ()))]
+        init += [f"({fact} {ids[x]})" for x in sorted(blueprint.initial_flags.get(flag, ()))]
     for rt in rec_types:
         init += [f"(canContain {pddl_type(rt)} {pddl_type(ot)})" for ot in obj_types
-                 if ot in game.can_contain.get(rt, ())]
+                 if ot in blueprint.can_contain.get(rt, ())]
     problem = "\n".join([
         "(define (problem plan_trial)",
         "  (:domain alfred)",
         "  (:objects",
         f"    {AGENT_ID} - agent",
         f"    {' '.join([START, *spots.values()])} - location",
-        f"    {' '.join(ids[r] for r in game.receptacles)} - receptacle",
+        f"    {' '.join(ids[r] for r in blueprint.receptacles)} - receptacle",
         f"    {' '.join(ids[o] for o in objects)} - object" if objects else "",
         f"    {' '.join(pddl_type(t) for t in rec_types)} - rtype",
         f"    {' '.join(pddl_type(t) for t in obj_types)} - otype",
@@ -95,7 +95,7 @@ def export_game(game: Game, goal_index: int = 0, walkthrough: list[str] | None =
         ")", ""])
     return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", text),
             "pddl_problem": problem, "solvable": True, "walkthrough": walkthrough or [],
-            "turngym": {"task_id": game.task_id, "goal_index": goal_index,
+            "turngym": {"task_id": blueprint.task_id, "goal_index": goal_index,
                         "task_type": goal.task_type}}
 
 
@@ -117,17 +117,17 @@ def goal_formula(goal: Goal) -> str:
             f"(receptacleType ?r {rec}){treated}))")
 
 
-def save_game(game: Game, path: str | Path, goal_index: int = 0,
+def save_blueprint(blueprint: Blueprint, path: str | Path, goal_index: int = 0,
               walkthrough: list[str] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(export_game(game, goal_index, walkthrough)))
+    path.write_text(json.dumps(export_blueprint(blueprint, goal_index, walkthrough)))
     return path
 
 
 # ----- import ------------------------------------------------------------------------------------
-def load_game(source: str | Path | dict) -> Game:
-    """A ``Game`` from an ALFWorld game file (a path, or the parsed JSON)."""
+def load_blueprint(source: str | Path | dict) -> Blueprint:
+    """A ``Blueprint`` from an ALFWorld game file (a path, or the parsed JSON)."""
     if isinstance(source, dict):
         doc = source
     else:
@@ -179,7 +179,7 @@ def load_game(source: str | Path | dict) -> Game:
             located[names[o]].add(loc)
     if all(located[o] == {spot[r]} for o, r in place.items()):
         located = {}  # every object where its receptacle is (the household's own exports)
-    return Game(
+    return Blueprint(
         task_id=task_id, kind="room", rooms=("room",), receptacles=tuple(rec_type),
         rec_type=rec_type, rec_room=dict.fromkeys(rec_type, "room"), obj_type=obj_type,
         initial_place=place, goals=(goal,), goal_texts=(task,), paraphrased_texts=(task,),

@@ -3,8 +3,8 @@
 Independent of Gymnasium, and every per-agent datum (location, held object) is keyed by agent
 name, so several agents can share one world (the co-op env builds on it):
 
-    game  = build_game(task_id)                  # generator.py: static, cached per task id
-    world = World(game, agents=("alice", "bob")) # fresh mutable state; cheap (no deep copies)
+    blueprint = build_blueprint(task_id)         # generator.py: static, cached per task id
+    world = World(blueprint, agents=("alice", "bob")) # fresh mutable state; cheap (no deep copies)
     world.admissible("alice")  -> sorted list[str]  (shared cached list: do not mutate)
     world.at_hand("alice") -> receptacles at the agent's spot;  world.reaches("alice", rec)
     world.is_admissible("alice", command) -> bool
@@ -18,12 +18,12 @@ name, so several agents can share one world (the co-op env builds on it):
     world.contents[rec] -> objects in/on it, a tuple in display order (replaced, never mutated)
     world.opened, world.hot, world.cool, world.clean, world.sliced, world.lit -> sets of names
     (read these freely; change the state only through execute(), which keeps key() in step)
-    game.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
+    blueprint.goals -> tuple of tasks.Goal;  tasks.goal_progress(world, goal) -> 0..1 (any agent counts)
     expert.expert_action(world, agent, goal) -> next command for that agent (plans from now)
 
-Admissible lists are cached per process, keyed by the game and everything they depend on
+Admissible lists are cached per process, keyed by the blueprint and everything they depend on
 (location, held object, open or not, what is there), so repeated states, across resets and envs
-of the same game, cost one dict lookup.
+of the same blueprint, cost one dict lookup.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import re
 from bisect import bisect
 
 from turngym.envs.household import data
-from turngym.envs.household.generator import Game
+from turngym.envs.household.generator import Blueprint
 
 NOTHING = "Nothing happens."
 HEADER = "-= Welcome to TextWorld, ALFRED! =-"
@@ -44,7 +44,7 @@ NOT_ADMISSIBLE = "not an admissible command"
 # process, emptied when full (~1 kB an entry)
 ADMISSIBLE_CACHE_SIZE = 65_536
 _admissible_cache: dict[tuple, list[str]] = {}
-# verb -> (flag set it adds, flag set it removes, appliance types, the game's capable objects)
+# verb -> (flag set it adds, flag set it removes, appliance types, the blueprint's capable objects)
 _TREAT = {"heat": ("hot", "cool", data.HEATERS, "heatable"),
           "cool": ("cool", "hot", data.COOLERS, "coolable"),
           "clean": ("clean", None, data.CLEANERS, "cleanable")}
@@ -75,22 +75,22 @@ class Agent:
 
 
 class World:
-    """Mutable state of one game; every rule of the household lives in this class.
+    """Mutable state of one world built from a ``Blueprint``; every rule of the household lives in this class.
 
     The rules are ALFWorld 0.4.2's (alfred.pddl as TextWorld's PDDL engine applies them): the
     agent stands at a spot, and every receptacle of that spot is within reach (two stacked
     drawers share one); ``examine`` works on the held object and the receptacles at hand;
     ``use`` turns a lamp on for good; slicing needs a knife in hand and may be repeated."""
 
-    def __init__(self, game: Game, agents: tuple[str, ...] | list[str] = ("agent",)):
+    def __init__(self, blueprint: Blueprint, agents: tuple[str, ...] | list[str] = ("agent",)):
         if not agents or len(set(agents)) != len(agents):
             raise ValueError(f"agents: need one or more distinct names, got {list(agents)}")
-        self.game = game
+        self.blueprint = blueprint
         self.agents = {name: Agent(name) for name in agents}
-        self.where: dict[str, str] = dict(game.initial_place)  # key order fixed by the game
+        self.where: dict[str, str] = dict(blueprint.initial_place)  # key order fixed by the blueprint
         # tuples, replaced on take/move: a new world copies one dict, not a list per receptacle
-        self.contents: dict[str, tuple[str, ...]] = dict(game.initial_contents)
-        flags = game.initial_flags
+        self.contents: dict[str, tuple[str, ...]] = dict(blueprint.initial_contents)
+        flags = blueprint.initial_flags
         self.opened: set[str] = set(flags.get("opened", ()))
         self.hot: set[str] = set(flags.get("hot", ()))
         self.cool: set[str] = set(flags.get("cool", ()))
@@ -109,13 +109,13 @@ class World:
         # where each object is on the floor plan, for game files that place objects away from
         # their receptacle (ALFWorld's objectAtLocation: slicing and look go by it); else None
         self.spots_of: dict[str, set[str]] | None = (
-            {o: set(v) for o, v in game.object_spots.items()} if game.object_spots else None)
+            {o: set(v) for o, v in blueprint.object_spots.items()} if blueprint.object_spots else None)
         self._version = 0  # bumped by every command that may change the state
 
     def clone(self) -> World:
         """An independent copy (shallow per container: names are immutable strings)."""
         other = object.__new__(World)
-        other.game = self.game
+        other.blueprint = self.blueprint
         other.agents = {}
         for name, a in self.agents.items():
             b = other.agents[name] = Agent(name)
@@ -136,20 +136,20 @@ class World:
 
     # ----- queries ------------------------------------------------------------------------------
     def obj_type_of(self, name: str) -> str:
-        return self.game.obj_type.get(name) or self.game.rec_type[name]
+        return self.blueprint.obj_type.get(name) or self.blueprint.rec_type[name]
 
     def accessible(self, rec: str) -> bool:
         """Can one see into / take from / put into ``rec`` now?"""
-        return rec not in self.game.openable or rec in self.opened
+        return rec not in self.blueprint.openable or rec in self.opened
 
     def at_hand(self, agent: str) -> tuple[str, ...]:
         """The receptacles at the agent's spot (none in the middle of the room)."""
         loc = self.agents[agent].location
-        return () if loc is None else self.game.spot_recs[self.game.spot[loc]]
+        return () if loc is None else self.blueprint.spot_recs[self.blueprint.spot[loc]]
 
     def reaches(self, agent: str, rec: str) -> bool:
         loc = self.agents[agent].location
-        return loc is not None and self.game.spot[loc] == self.game.spot[rec]
+        return loc is not None and self.blueprint.spot[loc] == self.blueprint.spot[rec]
 
     def is_admissible(self, agent: str, command: str) -> bool:
         return command in self.admissible(agent)  # a list of ~10-40: a scan beats a set's memory
@@ -161,14 +161,14 @@ class World:
             return last
         a = self.agents[agent]
         held = a.holding
-        game = self.game
-        recs = () if a.location is None else game.spot_recs[game.spot[a.location]]  # at_hand, inlined
+        blueprint = self.blueprint
+        recs = () if a.location is None else blueprint.spot_recs[blueprint.spot[a.location]]  # at_hand, inlined
         opened, contents = self.opened, self.contents
         if len(recs) == 1:  # most spots hold one receptacle: skip the generators
             rec = recs[0]
-            key = (self.game.task_id, recs, held, rec in opened, contents[rec])
+            key = (self.blueprint.task_id, recs, held, rec in opened, contents[rec])
         else:
-            key = (self.game.task_id, recs, held, tuple([r in opened for r in recs]),
+            key = (self.blueprint.task_id, recs, held, tuple([r in opened for r in recs]),
                    tuple([contents[r] for r in recs]))
         if self.spots_of is not None:
             key += (tuple(self._located_here(a.location)),)
@@ -177,40 +177,40 @@ class World:
         if hit is None:
             if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
                 cache.clear()
-            spot = None if a.location is None else self.game.spot[a.location]
+            spot = None if a.location is None else self.blueprint.spot[a.location]
             hit = cache[key] = self._commands(spot, recs, held)
         self._last_admissible = (agent, self._version, hit)
         return hit
 
     def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
-        game = self.game
-        out = [*game.goto[spot], "help", "inventory", "look"]
-        held_type = game.obj_type[held] if held is not None else None
+        blueprint = self.blueprint
+        out = [*blueprint.goto[spot], "help", "inventory", "look"]
+        held_type = blueprint.obj_type[held] if held is not None else None
         knife = held_type in data.KNIVES
         if held is not None:
             out.append(f"examine {held}")
         for rec in recs:
             out.append(f"examine {rec}")
-            if rec in game.openable:
+            if rec in blueprint.openable:
                 out.append(f"close {rec}" if rec in self.opened else f"open {rec}")
             open_now = self.accessible(rec)
             for obj in self.contents[rec]:
-                if obj in game.toggleable:
+                if obj in blueprint.toggleable:
                     out.append(f"use {obj}")
-                if open_now and held is None and obj in game.pickupable:
+                if open_now and held is None and obj in blueprint.pickupable:
                     out.append(f"take {obj} from {rec}")
-                if knife and obj in game.sliceable and self.spots_of is None:
+                if knife and obj in blueprint.sliceable and self.spots_of is None:
                     out.append(f"slice {obj} with {held}")  # closed or not: ALFWorld checks the spot only
             if held is None:
                 continue
-            if open_now and held_type in game.can_contain.get(game.rec_type[rec], ()):
+            if open_now and held_type in blueprint.can_contain.get(blueprint.rec_type[rec], ()):
                 out.append(f"move {held} to {rec}")
             for verb, (_, _, appliances, capable) in _TREAT.items():
-                if game.rec_type[rec] in appliances and held in getattr(game, capable):
+                if blueprint.rec_type[rec] in appliances and held in getattr(blueprint, capable):
                     out.append(f"{verb} {held} with {rec}")
         if knife and self.spots_of is not None:  # a game file's objects: where they are located
             out += [f"slice {o} with {held}" for o in self._located_here(recs[0] if recs else None)
-                    if o in game.sliceable]
+                    if o in blueprint.sliceable]
         # no duplicates to drop: each command names a distinct thing (an object lies in one
         # receptacle); the "go to" list and help/inventory/look form one sorted run already,
         # so the sort merges in the few local commands
@@ -226,9 +226,9 @@ class World:
         self._version += 1
         if verb == "go":
             target = rest[3:]
-            rooms = self.game.rec_room
+            rooms = self.blueprint.rec_room
             prefix = ""
-            if len(self.game.rooms) > 1 and (a.location is None or rooms[a.location] != rooms[target]):
+            if len(self.blueprint.rooms) > 1 and (a.location is None or rooms[a.location] != rooms[target]):
                 prefix = f"You walk to the {data.ROOM_NAMES[rooms[target]]}. "
             a.location = target
             self._agents_text = None
@@ -251,7 +251,7 @@ class World:
             a.holding = obj
             self.taken_from.setdefault(obj, set()).add(rec)
             if self.spots_of is not None:  # ALFWorld drops the object's place where it stood
-                self.spots_of[obj].discard(self.game.spot[rec])
+                self.spots_of[obj].discard(self.blueprint.spot[rec])
                 self._place_next_to(obj)
             elif obj in self.next_to:
                 self.next_to.discard(obj)
@@ -260,7 +260,7 @@ class World:
         if verb == "move":
             obj, _, rec = rest.partition(" to ")
             here = self.contents[rec]
-            order = self.game.order
+            order = self.blueprint.order
             i = bisect(here, order[obj], key=order.__getitem__)
             self.contents[rec] = (*here[:i], obj, *here[i:])
             self.where[obj] = rec
@@ -268,13 +268,13 @@ class World:
             a.holding = None
             before = self.taken_from.get(obj)
             if self.spots_of is not None:
-                self.spots_of.setdefault(obj, set()).add(self.game.spot[rec])
+                self.spots_of.setdefault(obj, set()).add(self.blueprint.spot[rec])
                 if before:
                     before.discard(rec)
                 self._place_next_to(obj)
             elif before:
                 before.discard(rec)
-                spot = self.game.spot
+                spot = self.blueprint.spot
                 if any(spot[r] == spot[rec] for r in before):
                     self.next_to.add(obj)
                     self._flags_text = None
@@ -294,7 +294,7 @@ class World:
             self.sliced.add(obj)
             return f"You sliced the {obj} with the {knife}.", True
         if verb == "examine":
-            if rest in self.game.rec_type:
+            if rest in self.blueprint.rec_type:
                 return self.describe(rest), True
             return self.describe_object(rest), True
         if verb == "inventory":
@@ -308,7 +308,7 @@ class World:
 
     # ----- text -------------------------------------------------------------------------------------
     def describe(self, rec: str) -> str:
-        if rec in self.game.openable:
+        if rec in self.blueprint.openable:
             if rec not in self.opened:
                 return f"The {rec} is closed."
             return f"The {rec} is open. In it, you see {_listing(self.contents[rec])}."
@@ -316,8 +316,8 @@ class World:
 
     def describe_object(self, obj: str) -> str:
         """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
-        if obj in self.game.receptacle_objects:
-            return f"This is a normal {obj}. In it, you see {_listing(self.game.inner.get(obj, ()))}."
+        if obj in self.blueprint.receptacle_objects:
+            return f"This is a normal {obj}. In it, you see {_listing(self.blueprint.inner.get(obj, ()))}."
         clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
         sliced = " sliced" if obj in self.sliced else ""
         if clean and (hot or cool):
@@ -328,34 +328,34 @@ class World:
             return f"This is a {'hot' if hot else 'clean'} {obj}."
         if cool:
             return f"This is a cold {obj}."
-        if obj in self.game.toggleable:
+        if obj in self.blueprint.toggleable:
             return f"This {obj} is {'on' if obj in self.lit else 'off'}."
         if sliced:
             return f"This is a sliced {obj}."
         return f"There's nothing special about {obj}."
 
     def intro(self) -> str:
-        game = self.game
-        text = game.__dict__.get("_intro")  # static per game: made once
+        blueprint = self.blueprint
+        text = blueprint.__dict__.get("_intro")  # static per blueprint: made once
         if text is None:
-            text = game.__dict__["_intro"] = self._intro()
+            text = blueprint.__dict__["_intro"] = self._intro()
         return text
 
     def _intro(self) -> str:
-        game = self.game
-        if len(game.rooms) == 1:
+        blueprint = self.blueprint
+        if len(blueprint.rooms) == 1:
             return ("You are in the middle of a room. Looking quickly around you, you see "
-                    f"{_listing(game.receptacles)}.")
+                    f"{_listing(blueprint.receptacles)}.")
         parts = []
-        for room in game.rooms:
-            recs = [r for r in game.receptacles if game.rec_room[r] == room]
+        for room in blueprint.rooms:
+            recs = [r for r in blueprint.receptacles if blueprint.rec_room[r] == room]
             parts.append(f"In the {data.ROOM_NAMES[room]}, you see {_listing(recs)}.")
-        rooms = _listing([data.ROOM_NAMES[r] for r in game.rooms])
+        rooms = _listing([data.ROOM_NAMES[r] for r in blueprint.rooms])
         return f"You are in the middle of a house with {rooms}. " + " ".join(parts)
 
     def overview(self) -> str:
         """The intro plus what lies on/in every receptacle one can see into without opening it."""
-        seen = [self.describe(r) for r in self.game.receptacles if self.accessible(r)]
+        seen = [self.describe(r) for r in self.blueprint.receptacles if self.accessible(r)]
         return " ".join([self.intro(), *seen])
 
     def look(self, agent: str) -> str:
@@ -364,25 +364,25 @@ class World:
             return "You are in the middle of a room. Looking quickly around you, you see nothing."
         if self.spots_of is None:
             near = sorted((o for r in recs for o in self.contents[r] if o in self.next_to),
-                          key=self.game.order.__getitem__)
+                          key=self.blueprint.order.__getitem__)
         else:  # ALFWorld: located here, and taken from a receptacle of this spot
-            spot = self.game.spot[recs[0]]
+            spot = self.blueprint.spot[recs[0]]
             near = sorted((o for o in self.next_to if spot in self.spots_of[o]
-                           and any(self.game.spot[r] == spot for r in self.taken_from.get(o, ()))),
-                          key=self.game.order.__getitem__)
+                           and any(self.blueprint.spot[r] == spot for r in self.taken_from.get(o, ()))),
+                          key=self.blueprint.order.__getitem__)
         return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
 
     def _located_here(self, rec: str | None) -> list[str]:
         """Objects a game file places at the spot of ``rec`` (ALFWorld's objectAtLocation)."""
         if rec is None:
             return []
-        spot = self.game.spot[rec]
-        return [o for o in self.game.order if o in self.spots_of and spot in self.spots_of[o]]
+        spot = self.blueprint.spot[rec]
+        return [o for o in self.blueprint.order if o in self.spots_of and spot in self.spots_of[o]]
 
     def _place_next_to(self, obj: str) -> None:
         """A game file's object shows as "next to" a spot where it is located and whose
         receptacle it was taken from (and not put back into)."""
-        spot = self.game.spot
+        spot = self.blueprint.spot
         shown = any(spot[r] in self.spots_of[obj] for r in self.taken_from.get(obj, ()))
         if shown != (obj in self.next_to):
             (self.next_to.add if shown else self.next_to.discard)(obj)
@@ -390,8 +390,8 @@ class World:
 
     # ----- state ------------------------------------------------------------------------------------
     def signature(self) -> tuple:
-        """Everything that defines the state, in a canonical order (the game fixes dict orders)."""
-        return (self.game.task_id,
+        """Everything that defines the state, in a canonical order (the blueprint fixes dict orders)."""
+        return (self.blueprint.task_id,
                 tuple((n, self._spot(a), a.holding) for n, a in sorted(self.agents.items())),
                 tuple(self.where.values()),
                 tuple(sorted(self.opened)), tuple(sorted(self.hot)), tuple(sorted(self.cool)),
@@ -415,14 +415,14 @@ class World:
         where = self._where_text
         if where is None:
             where = self._where_text = ";".join(self.where.values())
-        text = f"{self.game.task_id}|{extra}|{agents}|{where}|{flags}"
+        text = f"{self.blueprint.task_id}|{extra}|{agents}|{where}|{flags}"
         if self.spots_of is not None:  # a game file's object places are part of its state
             text += "|" + ";".join(f"{o}@{sorted(s)}" for o, s in sorted(self.spots_of.items()))
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
     def _spot(self, a: Agent) -> str | None:
         """Where an agent stands: going to either of two receptacles on one spot is one state."""
-        return None if a.location is None else self.game.spot[a.location]
+        return None if a.location is None else self.blueprint.spot[a.location]
 
     def state_dict(self) -> dict:
         return {"agents": {n: {"location": a.location, "holding": a.holding}

@@ -1,6 +1,6 @@
 """HouseholdEnv: the Gymnasium face of the household engine (one agent, one or two goals).
 
-``HouseholdTask`` is its ``Task`` (core/task.py): the games, their goals in order, success and
+``HouseholdTask`` is its ``Task`` (core/task.py): the blueprints, their goals in order, success and
 shaped progress; the env runs the engine's ``World`` (commands, observations, state)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from turngym.envs.household.engine import (
     lenient_command,
 )
 from turngym.envs.household.expert import expert_action
-from turngym.envs.household.generator import Game
+from turngym.envs.household.generator import Blueprint
 from turngym.envs.household.tasks import LOOK, Goal, goal_progress
 
 AGENT = "agent"
@@ -46,7 +46,7 @@ _INSTRUCTIONS = {False: INSTRUCTIONS.format(listing=""), True: INSTRUCTIONS.form
 
 class HouseholdTask:
     """The household's ``Task``. Its world is the engine's ``World``; the task keeps which of the
-    game's goals is being played and the progress made, so each gain is paid once."""
+    blueprint's goals is being played and the progress made, so each gain is paid once."""
 
     def __init__(self, kind: str = "room", paraphrase: bool = False, reward_scale: float = 1.0,
                  shaped_reward: float = 0.0):
@@ -68,12 +68,12 @@ class HouseholdTask:
         return {"task_id": task_id, "split": split, "rooms": [r for r, _ in rooms],
                 "layouts": [i for _, i in rooms], "task_types": tasks}
 
-    def game(self, task: dict[str, Any]) -> Game:
-        """The game a task row plays (the world the runtime builds for it)."""
+    def blueprint(self, task: dict[str, Any]) -> Blueprint:
+        """The blueprint of a task row (the runtime builds its world from it)."""
         if "alfworld_game" in task:
-            return alfworld_files.load_game(task["alfworld_game"])
+            return alfworld_files.load_blueprint(task["alfworld_game"])
         self.get_task(task["task_id"])  # a row passed in options["task"]: same checks as an id
-        return generator.build_game(task["task_id"])
+        return generator.build_blueprint(task["task_id"])
 
     def setup(self, world: World, task: dict[str, Any]) -> str:
         self.goal_index = 0
@@ -82,16 +82,16 @@ class HouseholdTask:
 
     def goal(self, world: World) -> Goal:
         """The goal being played now."""
-        return world.game.goals[self.goal_index]
+        return world.blueprint.goals[self.goal_index]
 
     def goal_texts(self, world: World) -> tuple[str, ...]:
-        game = world.game
-        return game.paraphrased_texts if self.paraphrase else game.goal_texts
+        blueprint = world.blueprint
+        return blueprint.paraphrased_texts if self.paraphrase else blueprint.goal_texts
 
     def validate(self, world: World, task: dict[str, Any]) -> Validation:
         """Progress on the goal, moving on to the next goal once one is met (``message`` then
         announces it); success when the last goal is met; the shaping pays progress gains."""
-        goals = world.game.goals
+        goals = world.blueprint.goals
         done = goal_progress(world, goals[self.goal_index])
         message = ""
         while done >= 1.0 and self.goal_index + 1 < len(goals):
@@ -117,7 +117,7 @@ class HouseholdEnv(TurnEnv):
     """ALFWorld-style household text world in pure Python.
 
     Text and commands are ALFWorld 0.4.2's. Options: ``kind`` room | easy | house | seq (which
-    games), ``admissible_in_info`` (list the admissible commands in info),
+    tasks), ``admissible_in_info`` (list the admissible commands in info),
     ``admissible_in_observation`` (also append them to each observation, for small models),
     ``lenient`` (forgiving parser), ``legacy_commands`` (also take the ReAct-era
     ``put X in/on Y``; the lenient parser takes it too), ``paraphrase`` (goal text
@@ -168,7 +168,7 @@ class HouseholdEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.world = World(self.tasks.game(task), (AGENT,))
+        self.world = World(self.tasks.blueprint(task), (AGENT,))
         goal = self.tasks.setup(self.world, task)
         self.key = self.world.key(0)
         intro = self.world.overview() if self.reveal_contents else self.world.intro()

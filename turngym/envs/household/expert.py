@@ -26,56 +26,56 @@ def expert_action(world: World, agent: str, goal: Goal) -> str:
     """The next admissible command for ``agent`` toward ``goal`` (``look`` when it is met)."""
     if goal_met(world, goal):
         return "look"
-    game = world.game
+    blueprint = world.blueprint
     a = world.agents[agent]
     held = a.holding
-    loc = None if a.location is None else game.spot[a.location]  # plans run on spots
-    objects = game.by_type.get(goal.obj_type, ())
+    loc = None if a.location is None else blueprint.spot[a.location]  # plans run on spots
+    objects = blueprint.by_type.get(goal.obj_type, ())
 
     if goal.task_type == LOOK:
-        lamps = list(game.by_type.get(goal.rec_type, ()))
+        lamps = list(blueprint.by_type.get(goal.rec_type, ()))
         if held in objects:
-            lamp = min(lamps, key=lambda x: (_dist(loc, _at(world, x)), game.order[x]))
+            lamp = min(lamps, key=lambda x: (_dist(loc, _at(world, x)), blueprint.order[x]))
             place = world.where[lamp]
-            return _go(place) if loc != game.spot[place] else f"use {lamp}"
+            return _go(place) if loc != blueprint.spot[place] else f"use {lamp}"
         if held is not None:
             return _put_away(world, agent)
         # cheapest object, counting the walk to the nearest lamp afterwards
         def look_cost(o: str) -> int:
             place = world.where[o]
-            return _fetch_cost(world, loc, place) + min(_dist(game.spot[place], _at(world, x)) + 1
+            return _fetch_cost(world, loc, place) + min(_dist(blueprint.spot[place], _at(world, x)) + 1
                                                        for x in lamps)
         return _fetch(world, loc, _cheapest(world, _free(world, objects), look_cost))
 
     flag = TREATMENT.get(goal.task_type)
     treated = getattr(world, flag) if flag else None
-    appliances = [r for t in TREATMENT_APPLIANCES.get(flag, ()) for r in game.by_type.get(t, ())]
-    targets = list(game.by_type.get(goal.rec_type, ()))
+    appliances = [r for t in TREATMENT_APPLIANCES.get(flag, ()) for r in blueprint.by_type.get(t, ())]
+    targets = list(blueprint.by_type.get(goal.rec_type, ()))
     if goal.task_type == TWO:  # finish the receptacle that already has the most
         def filled(r: str) -> int:
             return sum(world.where[o] == r for o in objects)
-        targets = [min(targets, key=lambda r: (-filled(r), game.order[r]))]
+        targets = [min(targets, key=lambda r: (-filled(r), blueprint.order[r]))]
         candidates = [o for o in _free(world, objects) if world.where[o] != targets[0]]
     else:
         candidates = _free(world, objects)
 
     def place_cost(start: str | None) -> tuple[int, str]:
-        return min((_dist(start, game.spot[r]) + (not world.accessible(r)) + 1, game.order[r], r)
+        return min((_dist(start, blueprint.spot[r]) + (not world.accessible(r)) + 1, blueprint.order[r], r)
                    for r in targets)[::2]
 
     def treat_cost(start: str | None, obj: str) -> tuple[int, str | None]:
         if flag is None or obj in treated:
             return 0, None
-        return min((_dist(start, game.spot[r]) + 1, game.order[r], r) for r in appliances)[::2]
+        return min((_dist(start, blueprint.spot[r]) + 1, blueprint.order[r], r) for r in appliances)[::2]
 
     if held in objects:
         cost, appliance = treat_cost(loc, held)
         if appliance is not None:
-            if loc != game.spot[appliance]:
+            if loc != blueprint.spot[appliance]:
                 return _go(appliance)
             return f"{TREATMENT_VERB[flag]} {held} with {appliance}"
         _, target = place_cost(loc)
-        if loc != game.spot[target]:
+        if loc != blueprint.spot[target]:
             return _go(target)
         if not world.accessible(target):
             return f"open {target}"
@@ -85,8 +85,8 @@ def expert_action(world: World, agent: str, goal: Goal) -> str:
 
     def full_cost(o: str) -> int:
         place = world.where[o]
-        t_cost, appliance = treat_cost(game.spot[place], o)
-        return _fetch_cost(world, loc, place) + t_cost + place_cost(game.spot[appliance or place])[0]
+        t_cost, appliance = treat_cost(blueprint.spot[place], o)
+        return _fetch_cost(world, loc, place) + t_cost + place_cost(blueprint.spot[appliance or place])[0]
     return _fetch(world, loc, _cheapest(world, candidates, full_cost))
 
 
@@ -96,7 +96,7 @@ def _dist(a: str | None, b: str | None) -> int:
 
 
 def _at(world: World, obj: str) -> str:
-    return world.game.spot[world.where[obj]]
+    return world.blueprint.spot[world.where[obj]]
 
 
 def _go(rec: str) -> str:
@@ -111,18 +111,18 @@ def _free(world: World, objects: tuple[str, ...]) -> list[str]:
 def _cheapest(world: World, objects: list[str], cost) -> str | None:
     if not objects:
         return None
-    return min(objects, key=lambda o: (cost(o), world.game.order[o]))
+    return min(objects, key=lambda o: (cost(o), world.blueprint.order[o]))
 
 
 def _fetch_cost(world: World, loc: str | None, place: str) -> int:
-    return _dist(loc, world.game.spot[place]) + (not world.accessible(place)) + 1
+    return _dist(loc, world.blueprint.spot[place]) + (not world.accessible(place)) + 1
 
 
 def _fetch(world: World, loc: str | None, obj: str | None) -> str:
     if obj is None:  # every fitting object is in another agent's hand: wait
         return "look"
     place = world.where[obj]
-    if loc != world.game.spot[place]:
+    if loc != world.blueprint.spot[place]:
         return _go(place)
     if not world.accessible(place):
         return f"open {place}"
@@ -131,13 +131,13 @@ def _fetch(world: World, loc: str | None, obj: str | None) -> str:
 
 def _put_away(world: World, agent: str) -> str:
     """Free the hand: put the held object in the cheapest receptacle that takes it."""
-    game = world.game
+    blueprint = world.blueprint
     a = world.agents[agent]
-    held_type = game.obj_type[a.holding]
-    loc = None if a.location is None else game.spot[a.location]
-    spots = [r for r in game.receptacles if held_type in game.can_contain.get(game.rec_type[r], ())]
-    spot = min(spots, key=lambda r: (_dist(loc, game.spot[r]) + (not world.accessible(r)), game.order[r]))
-    if loc != game.spot[spot]:
+    held_type = blueprint.obj_type[a.holding]
+    loc = None if a.location is None else blueprint.spot[a.location]
+    spots = [r for r in blueprint.receptacles if held_type in blueprint.can_contain.get(blueprint.rec_type[r], ())]
+    spot = min(spots, key=lambda r: (_dist(loc, blueprint.spot[r]) + (not world.accessible(r)), blueprint.order[r]))
+    if loc != blueprint.spot[spot]:
         return _go(spot)
     if not world.accessible(spot):
         return f"open {spot}"

@@ -1,6 +1,6 @@
-"""Seeded, lazy generation of games and task ids on ALFWorld's 120 real floor plans.
+"""Seeded, lazy generation of blueprints and task ids on ALFWorld's 120 real floor plans.
 
-Nothing is stored on disk: a task id names everything needed to rebuild its game,
+Nothing is stored on disk: a task id names everything needed to rebuild its blueprint,
 
     <kind>/<split>/<world>/<tasks>/<n>      e.g.  room/train/kitchen-7/pick_heat_then_place/0012
 
@@ -13,7 +13,7 @@ instances, which of them share a spot, and its object types (data.SCENES). Split
 other training plans; ALFRED's test plans (1-6, 201-206, ...) have no public games and are unused.
 Objects are placed the way ALFRED samples them: every pickable type of the plan 1-3 times
 (the goal's object up to 4), each in a random receptacle instance whose type can contain it.
-The game is drawn from ``random.Random(task_id)`` (string seeds hash with SHA-512, so the game is
+The blueprint is drawn from ``random.Random(task_id)`` (string seeds hash with SHA-512, so it is
 the same on every machine and process).
 """
 
@@ -30,7 +30,7 @@ SPLIT_SIZES = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
 SPLITS = tuple(SPLIT_SIZES)
 KINDS = ("room", "easy", "house", "seq")
 EASY_RECEPTACLES = 4
-GAME_CACHE_SIZE = 4096  # built games kept (all train games of a kind fit)
+BLUEPRINT_CACHE_SIZE = 4096  # built blueprints kept (all train blueprints of a kind fit)
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,13 @@ class RoomLayout:
 
 
 @dataclass
-class Game:
-    """A game's static part. ``World`` (engine.py) holds the mutable state built from it.
+class Blueprint:
+    """The static part of one household world: floor plan, objects, initial state and goals.
+    ``World`` (engine.py) holds the mutable state built from it.
 
     Only the first fields are required; the rest default to what ALFWorld's tables say (every
     receptacle on a spot of its own, openability and capabilities by type, ALFWorld-style PDDL
-    ids). A game read from an ALFWorld game file (alfworld_files.py) sets them all."""
+    ids). A blueprint read from an ALFWorld game file (alfworld_files.py) sets them all."""
 
     task_id: str
     kind: str
@@ -258,9 +259,9 @@ def parse_task_id(task_id: str) -> tuple[str, str, list[tuple[str, int]], list[s
     return kind, split, rooms, task_list
 
 
-# ----- games -----------------------------------------------------------------------------------
-@lru_cache(maxsize=GAME_CACHE_SIZE)
-def build_game(task_id: str) -> Game:
+# ----- blueprints --------------------------------------------------------------------------------
+@lru_cache(maxsize=BLUEPRINT_CACHE_SIZE)
+def build_blueprint(task_id: str) -> Blueprint:
     kind, _, rooms, task_list = parse_task_id(task_id)
     rng = random.Random(task_id)
     layouts = [room_layout(room, idx) for room, idx in rooms]
@@ -314,13 +315,13 @@ def build_game(task_id: str) -> Game:
     texts = tuple(goal_text(g, p) for g, p in zip(goals, phrasing))
     para_rng = random.Random(f"paraphrase/{task_id}")
     paraphrased = tuple(goal_text(g, p, para_rng) for g, p in zip(goals, phrasing))
-    return Game(task_id=task_id, kind=kind, rooms=tuple(lay.room_type for lay in layouts),
+    return Blueprint(task_id=task_id, kind=kind, rooms=tuple(lay.room_type for lay in layouts),
                 receptacles=tuple(rec_type), rec_type=dict(rec_type), rec_room=rec_room, obj_type=obj_type,
                 initial_place=initial_place, goals=goals, goal_texts=texts,
                 paraphrased_texts=paraphrased, spot=spot)
 
 
-@lru_cache(maxsize=1024)  # one per floor plan (or house): shared by all its games
+@lru_cache(maxsize=1024)  # one per floor plan (or house): shared by all its blueprints
 def _receptacles(layouts: tuple[RoomLayout, ...]) -> tuple:
     """Receptacle names (numbered per type across the world, in the plans' order), their types,
     rooms and spots, the names per room, and (room, object type) -> receptacles that take it."""
@@ -379,7 +380,7 @@ def _choose_goals(task_list: list[str], layouts: list[RoomLayout],
     return tuple(goals)
 
 
-@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many games
+@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many blueprints
 def _goal_options(task_type: str, layouts: tuple[RoomLayout, ...],
                   earlier: tuple[Goal, ...]) -> tuple[Goal, ...]:
     """Every feasible goal of a task type; a goal repeating an earlier goal's object type must

@@ -73,8 +73,8 @@ def goal_progress(world: World, goal: Goal) -> float:
     place: [hold an O, O in R]; treated: [hold an O, a treated O, treated O in R];
     two: [hold an O, one O in an R, two in the same R]; look: [hold an O, ... under a lit lamp].
     """
-    game = world.game
-    objects = game.by_type.get(goal.obj_type, ())
+    blueprint = world.blueprint
+    objects = blueprint.by_type.get(goal.obj_type, ())
     holding = [a for a in world.agents.values() if a.holding in objects]
     if goal.task_type == LOOK:
         for a in holding:  # a lit lamp of the goal's type in a receptacle at the agent's spot
@@ -83,7 +83,7 @@ def goal_progress(world: World, goal: Goal) -> float:
                 return 1.0
         return 0.5 if holding else 0.0
     held = 1.0 if holding else 0.0
-    rec_type = game.rec_type
+    rec_type = blueprint.rec_type
     if goal.task_type == TWO:
         best = 0
         per_rec: dict[str, int] = {}

@@ -45,8 +45,8 @@ def team_plan(world: World, goal) -> dict[str, str]:
 
 
 def _play_length(task_id: str, agents: tuple[str, ...], limit: int = 100) -> int:
-    world = World(generator.build_game(task_id), agents)
-    goal = world.game.goals[0]
+    world = World(generator.build_blueprint(task_id), agents)
+    goal = world.blueprint.goals[0]
     for turn in range(1, limit + 1):
         moves = team_plan(world, goal) if len(agents) == 2 else {agents[0]: expert_action(world, agents[0], goal)}
         for agent in agents:
@@ -87,14 +87,14 @@ class CoopHousehold(TextGame):
         self.task, self.rng = task, np.random.default_rng(seed)
         self.turn, self.over, self.done_reason = 0, False, None
         self.max_turns = task["max_turns"]
-        self.world = World(generator.build_game(task["household_task_id"]), AGENTS)
-        self.goal = self.world.game.goals[0]
+        self.world = World(generator.build_blueprint(task["household_task_id"]), AGENTS)
+        self.goal = self.world.blueprint.goals[0]
         self.inbox: dict[str, list[str]] = {a: [] for a in AGENTS}
         return {a: self.brief(a) for a in AGENTS}
 
     def brief(self, agent: str) -> str:
         partner = AGENTS[1 - AGENTS.index(agent)]
-        return (f"{self.world.intro()}\n\nYour task is to: {self.world.game.goal_texts[0]} You work with a "
+        return (f"{self.world.intro()}\n\nYour task is to: {self.world.blueprint.goal_texts[0]} You work with a "
                 f"partner, {partner}, who is in the same room. You have {self.max_turns} turns together.")
 
     def validate(self, agent: str) -> Validation:
@@ -104,7 +104,7 @@ class CoopHousehold(TextGame):
         reward = 1.0 if success else 0.0
         return Validation(reward=reward, done=success, success=success, progress=progress,
                           components={"team": reward},
-                          extra={"task_type": TWO, "goal": self.world.game.goal_texts[0]})
+                          extra={"task_type": TWO, "goal": self.world.blueprint.goal_texts[0]})
 
     def instructions(self, agent: str) -> str:
         return ("You are one of two agents in a household text world, sharing one goal. Each turn, "
