@@ -5,6 +5,9 @@ no larger than their remaining budget). The higher bid wins the item and pays it
 the item goes unsold. Item values are public and the whole schedule is shown at the start, so
 play is a long-horizon budgeting problem: money spent early is gone for the rest of the game.
 After the last round the player with more points wins (+1), the other loses (-1); a tie gives 0.
+
+``Auction`` is the engine; ``AuctionTask`` is a player's task side (schedules, the result, the
+scripted budgeting opponent, the oracle's best response to it).
 """
 
 from __future__ import annotations

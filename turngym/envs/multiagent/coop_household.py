@@ -10,6 +10,9 @@ not admissible (agent_1's is checked on the world as agent_0's command leaves it
 void (game.py's invalid-action rule): neither agent's command runs, the turn is not counted,
 and both act again. The team
 reward (1 each) comes when the goal holds.
+
+``CoopHousehold`` is the engine (it ends the game once the goal holds); ``CoopHouseholdTask`` is
+an agent's task side (the rows and their turn budget, the team's score, the expert team's plan).
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ class Outcome:
 
 
 class TextGame:
+    """A game's engine: its runtime alone (see the module docstring); its seats' ``SeatTask``
+    brief, score and play them."""
+
     possible_agents: tuple[str, ...] = ()
     name = "game"
     max_turns = 50

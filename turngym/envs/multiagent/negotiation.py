@@ -12,6 +12,9 @@ A deal gives the buyer ``sum(value of bundle) - price`` and the seller ``price -
 bundle)`` (dollars); no deal gives both 0. The game ends after ``max_turns`` turns without a deal.
 Every item is worth more to the buyer than it costs the seller, so a deal always exists; the
 bargaining is over how to split the surplus.
+
+``Negotiation`` is the engine; ``NegotiationTask`` is a seat's task side (listings, its utility,
+the conceding expert).
 """
 
 from __future__ import annotations

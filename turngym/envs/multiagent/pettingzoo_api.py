@@ -82,6 +82,7 @@ class _GameEnvMixin:
             for i, a in enumerate(self.possible_agents):
                 self._spaces[a].seed(seed + i)
         episode_seed = int(self._np_random.integers(0, 2**31 - 1))
+        # every seat's task holds the game's rows: the first seat's chooses
         task = _choose_task(self.tasks[self.possible_agents[0]], self._np_random, options, self.split)
         self.episode_id = state_key([self.game.name, task["task_id"], episode_seed])[:16]
         self.game.reset(task, episode_seed)
