@@ -21,7 +21,7 @@ def parallel_rate(game: str, episodes: int) -> float:
     for ep in range(episodes):
         env.reset(seed=ep)
         while env.agents:
-            env.step({a: env.game.scripted_action(a) for a in env.game.acting()})
+            env.step({a: env.scripted_action(a) for a in env.game.acting()})
             steps += 1
     return steps / (time.perf_counter() - t0)
 
@@ -33,7 +33,7 @@ def aec_rate(game: str, episodes: int) -> float:
         env.reset(seed=ep)
         for agent in env.agent_iter():
             _, _, term, trunc, _ = env.last(observe=False)
-            env.step(None if term or trunc else env.game.scripted_action(agent))
+            env.step(None if term or trunc else env.scripted_action(agent))
             steps += 1
     return steps / (time.perf_counter() - t0)
 

@@ -11,7 +11,7 @@ from pettingzoo.test import api_test, parallel_api_test
 import turngym
 from turngym.agents import ExpertPolicy, RandomPolicy
 from turngym.core.env import STEP_INFO_KEYS
-from turngym.envs.multiagent import GAMES, aec_env, multiagent_rollout, parallel_env
+from turngym.envs.multiagent import GAMES, TASKS, aec_env, multiagent_rollout, parallel_env
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +54,7 @@ def test_same_seed_same_game_in_both_apis(game):
         obs, _ = env.reset(seed=7)
         trace = [obs]
         while env.agents:
-            obs, rewards, *_ = env.step({a: env.game.scripted_action(a) for a in env.game.acting()})
+            obs, rewards, *_ = env.step({a: env.scripted_action(a) for a in env.game.acting()})
             trace.append((obs, rewards))
         return trace
 
@@ -63,14 +63,14 @@ def test_same_seed_same_game_in_both_apis(game):
     env.reset(seed=7)
     for agent in env.agent_iter(500):
         _, _, term, trunc, _ = env.last()
-        env.step(None if term or trunc else env.game.scripted_action(agent))
+        env.step(None if term or trunc else env.scripted_action(agent))
     assert env.game.over and not env.agents
 
 
 def test_negotiation_expert_teams_always_deal():
-    game = GAMES["negotiation"]()
+    tasks = TASKS["negotiation"]("buyer")
     result = multiagent_rollout("negotiation", {"buyer": "expert", "seller": "expert"},
-                                game.task_ids("test")[:100])
+                                tasks.task_ids("test")[:100])
     for agent in ("buyer", "seller"):
         assert all(t.success for t in result[agent]), agent
         assert all(t.episode_return > 0 for t in result[agent])
@@ -95,8 +95,7 @@ def test_negotiation_rules_and_bad_input():
 
 @pytest.mark.slow
 def test_auction_expert_beats_the_scripted_opponent_and_scripted_beats_random():
-    game = GAMES["auction"]()
-    tasks = game.task_ids("test")[:50]
+    tasks = TASKS["auction"]("player_0").task_ids("test")[:50]
     vs_scripted = multiagent_rollout("auction", {"player_0": "expert", "player_1": "scripted"}, tasks)
     assert sum(t.success for t in vs_scripted["player_0"]) / len(tasks) >= 0.95
     vs_random = multiagent_rollout("auction", {"player_0": "scripted", "player_1": "random"}, tasks)
@@ -136,9 +135,9 @@ def test_single_agent_view_bad_arguments_name_the_field():
 
 
 def test_coop_household_needs_both_and_expert_teams_succeed():
-    game = GAMES["coop_household"]()
-    tasks = game.task_ids("valid_unseen")
-    rows = [game.get_task(t) for t in tasks]
+    seat_task = TASKS["coop_household"]("agent_0")
+    tasks = seat_task.task_ids("valid_unseen")
+    rows = [seat_task.get_task(t) for t in tasks]
     # one expert alone would run out of turns on most tasks; the team fits the budget
     assert sum(r["solo_steps"] > r["max_turns"] for r in rows) >= 0.8 * len(rows)
     team = multiagent_rollout("coop_household", {"agent_0": "expert", "agent_1": "expert"}, tasks)
@@ -148,7 +147,7 @@ def test_coop_household_needs_both_and_expert_teams_succeed():
 
 def test_coop_household_partial_views_and_messages():
     env = parallel_env("coop_household")
-    obs, infos = env.reset(seed=0, options={"task_id": GAMES["coop_household"]().task_ids("valid_seen")[0]})
+    obs, infos = env.reset(seed=0, options={"task_id": env.tasks["agent_0"].task_ids("valid_seen")[0]})
     target = infos["agent_0"]["admissible_actions"][0]
     assert target.startswith("go to ")
     obs, rewards, terms, truncs, infos = env.step({"agent_0": target, "agent_1": "say[I take the left side]"})

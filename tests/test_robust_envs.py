@@ -172,14 +172,14 @@ def test_a_void_step_in_a_simultaneous_game_moves_nobody(game):
     first, second = env.possible_agents
     before = infos[first]["state_key"]
     turn = env.game.turn
-    valid = env.game.expert_action(second)
+    valid = env.expert_action(second)
     _, rewards, _, _, infos = env.step({first: "junk \ud800", second: valid})
     assert infos[first]["action_valid"] is False and infos[first]["parse_error"]
     assert infos[second]["action_valid"] is True and infos[second]["extra"]["void"] is True
     assert infos[first]["state_key"] == infos[second]["state_key"] == before
     assert env.game.turn == turn and set(env.game.acting()) == {first, second}
     # the same valid actions, resent, do take effect
-    _, _, _, _, infos = env.step({first: env.game.expert_action(first), second: valid})
+    _, _, _, _, infos = env.step({first: env.expert_action(first), second: valid})
     assert infos[first]["action_valid"] and infos[first]["state_key"] != before
 
 

@@ -90,6 +90,38 @@ def test_negotiation_seats_are_paid_what_the_game_validates(env_id):
         assert total == verdict.reward > 0
 
 
+@pytest.mark.parametrize("game,split", [("negotiation", "test"), ("auction", "test"),
+                                        ("coop_household", "valid_seen")])
+def test_every_multiagent_game_keeps_its_task_side_in_a_seat_task(game, split):
+    """The engine (a TextGame) is the runtime alone; each seat's Task briefs it, scores it (the
+    env pays exactly what ``validate`` says) and plays it (the expert teams finish every game)."""
+    from turngym.envs.multiagent import GAMES, TASKS, parallel_env
+
+    engine = GAMES[game]
+    assert not any(hasattr(engine, name) for name in (*PROTOCOL, "brief", "scripted_action"))
+    env = parallel_env(game)
+    seats = engine.possible_agents
+    for seat in seats:
+        tasks = env.tasks[seat]
+        assert isinstance(tasks, Task) and type(tasks) is TASKS[game] and tasks.seat == seat
+    ids = env.tasks[seats[0]].task_ids(split)
+    assert ids == env.tasks[seats[1]].task_ids(split)
+    for seed in range(2):
+        task_id = ids[seed * 5]
+        obs, _ = env.reset(seed=seed, options={"task_id": task_id})
+        assert env.game.task == env.tasks[seats[1]].get_task(task_id)
+        assert all(obs[seat] == env.tasks[seat].setup(env.game, env.game.task) for seat in seats)
+        returns = dict.fromkeys(seats, 0.0)
+        while env.agents:
+            actions = {a: env.tasks[a].expert_action(env.game, env.game.task) for a in env.game.acting()}
+            _, rewards, _, _, infos = env.step(actions)
+            returns = {a: returns[a] + rewards[a] for a in seats}
+        for seat in seats:
+            verdict = env.tasks[seat].validate(env.game, env.game.task)
+            assert isinstance(verdict, Validation) and verdict.done, (game, seat, verdict)
+            assert returns[seat] == verdict.reward and infos[seat]["is_success"] == verdict.success
+
+
 def test_household_validate_pays_a_gain_once():
     env = turngym.make("turngym/Household-v0", shaped_reward=0.5).unwrapped
     env.reset(seed=0)

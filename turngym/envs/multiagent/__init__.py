@@ -2,9 +2,11 @@
 
     from turngym.envs.multiagent import parallel_env, aec_env
     env = parallel_env("negotiation")          # or "auction", "coop_household"
+    env.tasks["buyer"]                         # the buyer's Task: rows, brief, score, expert
 
 Names are imported on first use: ``import turngym`` imports this package for its registration
 module, and must not load the games (the co-op game pulls in the whole household engine).
+``GAMES`` maps each game's name to its engine (a ``TextGame``), ``TASKS`` to its ``SeatTask``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {"Auction": "auction", "CoopHousehold": "coop_household", "Negotiation": "negotiation",
+            "AuctionTask": "auction", "CoopHouseholdTask": "coop_household", "NegotiationTask": "negotiation",
             "AECTextEnv": "pettingzoo_api", "ParallelTextEnv": "pettingzoo_api",
             "SingleAgentView": "single_agent", "multiagent_rollout": "single_agent"}
 
@@ -32,9 +35,12 @@ def aec_env(game: str, split: str = "train", render_mode: str | None = None, **g
 
 
 def __getattr__(name: str) -> Any:
-    if name == "GAMES":
+    if name == "GAMES":  # each game's engine (its runtime)
         value: Any = {"negotiation": __getattr__("Negotiation"), "auction": __getattr__("Auction"),
                       "coop_household": __getattr__("CoopHousehold")}
+    elif name == "TASKS":  # each game's task side: a SeatTask class, one instance per seat
+        value = {"negotiation": __getattr__("NegotiationTask"), "auction": __getattr__("AuctionTask"),
+                 "coop_household": __getattr__("CoopHouseholdTask")}
     elif name in _EXPORTS:
         value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
     else:
@@ -43,5 +49,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["GAMES", "AECTextEnv", "ParallelTextEnv", "SingleAgentView", "aec_env", "multiagent_rollout",
+__all__ = ["GAMES", "TASKS", "AECTextEnv", "ParallelTextEnv", "SingleAgentView", "aec_env", "multiagent_rollout",
            "parallel_env"]

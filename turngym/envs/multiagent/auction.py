@@ -5,6 +5,9 @@ no larger than their remaining budget). The higher bid wins the item and pays it
 the item goes unsold. Item values are public and the whole schedule is shown at the start, so
 play is a long-horizon budgeting problem: money spent early is gone for the rest of the game.
 After the last round the player with more points wins (+1), the other loses (-1); a tie gives 0.
+
+``Auction`` is the engine; ``AuctionTask`` is a player's task side (schedules, the result, the
+scripted budgeting opponent, the oracle's best response to it).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from turngym.core.task import Validation
-from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket, void_step
+from turngym.envs.multiagent.game import Outcome, SeatTask, TextGame, parse_bracket, void_step
 
 INT = re.compile(r"^\$?\s*(\d{1,6})$")
 
@@ -26,34 +29,13 @@ class Auction(TextGame):
     name = "auction"
     max_turns = 40
 
-    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
-        rounds = int(rng.integers(6, 11))
-        return {"values": [int(v) for v in rng.integers(1, 10, size=rounds)], "budget": 100}
-
-    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+    def reset(self, task: dict[str, Any], seed: int) -> None:
         self.task, self.rng = task, np.random.default_rng(seed)
         self.turn, self.over, self.done_reason = 0, False, None
         self.round = 0
         self.budget = {a: task["budget"] for a in self.possible_agents}
         self.points = {a: 0 for a in self.possible_agents}
         self.bids: dict[str, int] = {}
-        return {a: self.brief(a) for a in self.possible_agents}
-
-    def brief(self, agent: str) -> str:
-        task = self.task
-        schedule = ", ".join(str(v) for v in task["values"])
-        return (f"You have ${task['budget']}. Item values, in order: {schedule}. "
-                f"Round 1: an item worth {task['values'][0]}. Your bid?")
-
-    def validate(self, agent: str) -> Validation:
-        """Once the game is over: +1 for more points than the opponent, -1 for fewer, 0 for a tie."""
-        if not self.over:
-            return Validation(progress=self.round / len(self.task["values"]))
-        other = next(a for a in self.possible_agents if a != agent)
-        diff = self.points[agent] - self.points[other]
-        result = 1.0 if diff > 0 else -1.0 if diff < 0 else 0.0
-        return Validation(reward=result, done=True, success=result > 0, progress=1.0,
-                          components={"outcome": result})
 
     def instructions(self, agent: str) -> str:
         return ("You play a series of sealed-bid auctions against one opponent. Each round, bid on "
@@ -84,13 +66,13 @@ class Auction(TextGame):
         parsed = {a: self._parse(a, actions[a]) for a in acting}
         errors = {a: error for a, (_, error) in parsed.items() if error}
         if errors:  # the step is void: no bid of it counts (game.py's invalid-action rule)
-            return void_step(acting, errors, "Bid again.", progress=self.round / len(self.task["values"]))
+            return void_step(acting, errors, "Bid again.")
         for agent, (amount, _) in parsed.items():
             self.bids[agent] = amount
         if len(self.bids) < len(self.possible_agents):
-            for a in self.possible_agents:
+            for a in self.possible_agents:  # progress is reported once the round is decided
                 out.setdefault(a, Outcome("Bid received; waiting for your opponent." if a in self.bids
-                                          else "Your bid?", 0.0, {}))
+                                          else "Your bid?", {"progress": 0.0}))
             return out
         self.turn += 1
         value = self.task["values"][self.round]
@@ -112,34 +94,54 @@ class Auction(TextGame):
             text = (f"Bids: you {self.bids_last(a, b0, b1)}, opponent {self.bids_last(other, b0, b1)}. "
                     f"{who} the item worth {value}. Points: you {self.points[a]}, opponent "
                     f"{self.points[other]}. Budget left: ${self.budget[a]}.")
-            if self.over:
-                verdict = self.validate(a)
-                result = verdict.reward
-                text += f" Game over: you {'win' if result > 0 else 'lose' if result < 0 else 'tie'}."
-                out[a] = final_outcome(text, verdict)
+            if self.over:  # the seat's verdict says who won
+                out[a] = Outcome(text, scored=True)
             else:
                 nxt = self.task["values"][self.round]
-                out[a] = Outcome(text + f" Round {self.round + 1}: an item worth {nxt}. Your bid?", 0.0,
-                                 {"progress": self.round / len(self.task["values"])})
+                out[a] = Outcome(text + f" Round {self.round + 1}: an item worth {nxt}. Your bid?")
         return out
 
     def bids_last(self, agent: str, b0: int, b1: int) -> str:
         return f"${b0 if agent == self.possible_agents[0] else b1}"
 
-    def _proportional_bid(self, agent: str) -> int:
-        return proportional_bid(self.task["values"], self.round, self.budget[agent])
 
-    def scripted_action(self, agent: str) -> str:
+class AuctionTask(SeatTask):
+    """One player of the auction: generated schedules, win/lose/tie, a scripted budgeting
+    opponent and the oracle's best response to it."""
+
+    name = Auction.name
+
+    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        rounds = int(rng.integers(6, 11))
+        return {"values": [int(v) for v in rng.integers(1, 10, size=rounds)], "budget": 100}
+
+    def setup(self, game: Auction, task: dict[str, Any]) -> str:
+        schedule = ", ".join(str(v) for v in task["values"])
+        return (f"You have ${task['budget']}. Item values, in order: {schedule}. "
+                f"Round 1: an item worth {task['values'][0]}. Your bid?")
+
+    def validate(self, game: Auction, task: dict[str, Any]) -> Validation:
+        """Once the game is over: +1 for more points than the opponent, -1 for fewer, 0 for a tie."""
+        if not game.over:
+            return Validation(progress=game.round / len(task["values"]))
+        other = next(a for a in game.possible_agents if a != self.seat)
+        diff = game.points[self.seat] - game.points[other]
+        result = 1.0 if diff > 0 else -1.0 if diff < 0 else 0.0
+        return Validation(reward=result, done=True, success=result > 0, progress=1.0,
+                          components={"outcome": result},
+                          message=f" Game over: you {'win' if result > 0 else 'lose' if result < 0 else 'tie'}.")
+
+    def scripted_action(self, game: Auction, task: dict[str, Any]) -> str:
         """The strong scripted opponent: spend in proportion to the value still to come."""
-        return f"bid[{self._proportional_bid(agent)}]"
+        return f"bid[{proportional_bid(task['values'], game.round, game.budget[self.seat])}]"
 
-    def expert_action(self, agent: str) -> str:
+    def expert_action(self, game: Auction, task: dict[str, Any]) -> str:
         """Best response to the scripted opponent, found by search: the oracle knows its rule, so
         each round it can win (outbid by one), tie (match: nobody pays) or let it have the item."""
-        other = next(a for a in self.possible_agents if a != agent)
-        lead = self.points[agent] - self.points[other]
-        _, bid = _best_response(tuple(self.task["values"]), self.round, self.budget[agent],
-                                self.budget[other], lead)
+        other = next(a for a in game.possible_agents if a != self.seat)
+        lead = game.points[self.seat] - game.points[other]
+        _, bid = _best_response(tuple(task["values"]), game.round, game.budget[self.seat],
+                                game.budget[other], lead)
         return f"bid[{bid}]"
 
 

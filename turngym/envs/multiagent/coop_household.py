@@ -10,6 +10,9 @@ not admissible (agent_1's is checked on the world as agent_0's command leaves it
 void (game.py's invalid-action rule): neither agent's command runs, the turn is not counted,
 and both act again. The team
 reward (1 each) comes when the goal holds.
+
+``CoopHousehold`` is the engine (it ends the game once the goal holds); ``CoopHouseholdTask`` is
+an agent's task side (the rows and their turn budget, the team's score, the expert team's plan).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from turngym.envs.household import generator
 from turngym.envs.household.engine import World, strict_command
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.tasks import TWO, goal_met, goal_progress
-from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket, void_step
+from turngym.envs.multiagent.game import Outcome, SeatTask, TextGame, parse_bracket, void_step
 
 AGENTS = ("agent_0", "agent_1")
 SLACK = 2
@@ -69,42 +72,14 @@ def _task_row(task_id: str) -> dict[str, Any]:
 class CoopHousehold(TextGame):
     possible_agents = AGENTS
     name = "coop_household"
-    splits = {s: len(_split_ids(s)) for s in ("train", "valid_seen", "valid_unseen")}
 
-    def task_ids(self, split: str) -> list[str]:
-        if split not in self.splits:
-            raise ValueError(f"split: {split!r} is not one of {sorted(self.splits)}")
-        return [f"coop/{t}" for t in _split_ids(split)]
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        inner = task_id.removeprefix("coop/")
-        parts = inner.split("/")
-        if not task_id.startswith("coop/") or len(parts) != 5 or parts[3] != TWO or parts[1] not in self.splits:
-            raise ValueError(f"task_id: unknown {task_id!r} (see task_ids(split))")
-        return dict(_task_row(task_id))
-
-    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+    def reset(self, task: dict[str, Any], seed: int) -> None:
         self.task, self.rng = task, np.random.default_rng(seed)
         self.turn, self.over, self.done_reason = 0, False, None
         self.max_turns = task["max_turns"]
         self.world = World(generator.build_blueprint(task["household_task_id"]), AGENTS)
         self.goal = self.world.blueprint.goals[0]
         self.inbox: dict[str, list[str]] = {a: [] for a in AGENTS}
-        return {a: self.brief(a) for a in AGENTS}
-
-    def brief(self, agent: str) -> str:
-        partner = AGENTS[1 - AGENTS.index(agent)]
-        return (f"{self.world.intro()}\n\nYour task is to: {self.world.blueprint.goal_texts[0]} You work with a "
-                f"partner, {partner}, who is in the same room. You have {self.max_turns} turns together.")
-
-    def validate(self, agent: str) -> Validation:
-        """The team's: 1 each once the goal holds; progress is the goal's share of subgoals done."""
-        progress = goal_progress(self.world, self.goal)
-        success = progress >= 1.0
-        reward = 1.0 if success else 0.0
-        return Validation(reward=reward, done=success, success=success, progress=progress,
-                          components={"team": reward},
-                          extra={"task_type": TWO, "goal": self.world.blueprint.goal_texts[0]})
 
     def instructions(self, agent: str) -> str:
         return ("You are one of two agents in a household text world, sharing one goal. Each turn, "
@@ -132,7 +107,7 @@ class CoopHousehold(TextGame):
                 if not ok:
                     errors[agent] = "Nothing happens. That is not an admissible command."
         if errors:
-            return void_step(list(AGENTS), errors, progress=goal_progress(self.world, self.goal))
+            return void_step(list(AGENTS), errors)
         self.turn += 1
         texts: dict[str, str] = {}
         valid: dict[str, bool] = {}
@@ -145,8 +120,7 @@ class CoopHousehold(TextGame):
                 texts[agent], valid[agent] = f"You tell {partner}: \"{said[:300]}\"", True
             else:
                 texts[agent], valid[agent] = self.world.execute(agent, strict_command(action))
-        verdict = self.validate(AGENTS[0])  # the team's: the same for both agents
-        if verdict.success:
+        if goal_met(self.world, self.goal):  # the game's end; the seats' Task scores it
             self.over, self.done_reason = True, "success"
         elif self.turn >= self.max_turns:
             self.over, self.done_reason = True, "max_turns"
@@ -156,11 +130,44 @@ class CoopHousehold(TextGame):
             if self.inbox[agent]:
                 text += "\n" + "\n".join(self.inbox[agent])
                 self.inbox[agent] = []
-            if verdict.success:
-                text += "\nThe team's goal is done."
-            out[agent] = final_outcome(text, verdict, {
-                "action_valid": valid[agent], "parse_error": None if valid[agent] else "not an admissible command"})
+            # every turn carries the team's verdict (its progress; 1 each once the goal holds)
+            out[agent] = Outcome(text, {"action_valid": valid[agent],
+                                        "parse_error": None if valid[agent] else "not an admissible command"},
+                                 scored=True)
         return out
 
-    def expert_action(self, agent: str) -> str:
-        return team_plan(self.world, self.goal)[agent]
+
+class CoopHouseholdTask(SeatTask):
+    """One agent of the co-op household: the household's pick-two tasks, a turn budget from the
+    expert team's play, the team's score, the expert team's joint plan."""
+
+    splits = {s: len(_split_ids(s)) for s in ("train", "valid_seen", "valid_unseen")}
+
+    def task_ids(self, split: str) -> list[str]:
+        if split not in self.splits:
+            raise ValueError(f"split: {split!r} is not one of {sorted(self.splits)}")
+        return [f"coop/{t}" for t in _split_ids(split)]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        inner = task_id.removeprefix("coop/")
+        parts = inner.split("/")
+        if not task_id.startswith("coop/") or len(parts) != 5 or parts[3] != TWO or parts[1] not in self.splits:
+            raise ValueError(f"task_id: unknown {task_id!r} (see task_ids(split))")
+        return dict(_task_row(task_id))
+
+    def setup(self, game: CoopHousehold, task: dict[str, Any]) -> str:
+        partner = AGENTS[1 - AGENTS.index(self.seat)]
+        return (f"{game.world.intro()}\n\nYour task is to: {game.world.blueprint.goal_texts[0]} You work with a "
+                f"partner, {partner}, who is in the same room. You have {game.max_turns} turns together.")
+
+    def validate(self, game: CoopHousehold, task: dict[str, Any]) -> Validation:
+        """The team's: 1 each once the goal holds; progress is the goal's share of subgoals done."""
+        progress = goal_progress(game.world, game.goal)
+        success = progress >= 1.0
+        reward = 1.0 if success else 0.0
+        return Validation(reward=reward, done=success, success=success, progress=progress,
+                          components={"team": reward}, message="\nThe team's goal is done." if success else "",
+                          extra={"task_type": TWO, "goal": game.world.blueprint.goal_texts[0]})
+
+    def expert_action(self, game: CoopHousehold, task: dict[str, Any]) -> str:
+        return team_plan(game.world, game.goal)[self.seat]

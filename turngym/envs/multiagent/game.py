@@ -1,11 +1,11 @@
-"""The engine interface behind every multi-agent env.
+"""The engine interface behind every multi-agent env, and the task side of its seats.
 
-A ``TextGame`` is a multi-agent text game; the PettingZoo Parallel and AEC envs
-(``pettingzoo_api.py``) and ``SingleAgentView`` (``single_agent.py``) all drive one through the
-same few methods:
+A game has two halves, kept apart as in every family (core/task.py). Its engine, a ``TextGame``,
+is the runtime: turn order, state, parsing moves, observations. The PettingZoo Parallel and
+AEC envs (``pettingzoo_api.py``) and ``SingleAgentView`` (``single_agent.py``) all drive one
+through the same few methods:
 
-    task_ids(split), get_task(task_id)     stable task ids, task rows
-    reset(task, seed) -> {agent: obs}      first observation of every agent
+    reset(task, seed)                      start ``task`` (a row of the game's Task)
     acting() -> [agent, ...]               whose actions the next ``step`` needs (one agent in
                                            turn-based games, several in simultaneous ones)
     step({agent: action}) -> {agent: Outcome}   one outcome per agent (acting or not)
@@ -13,10 +13,11 @@ same few methods:
     over, done_reason, turn                whether and why the game ended; the game's turn count
     instructions(agent), admissible_actions(agent)
 
-and its task side, per seat: ``brief(agent)`` (what the seat is told at the start),
-``validate(agent)`` (the seat's score now: the ``Validation`` the game pays it when it ends) and
-``expert_action(agent)``. ``SeatTask`` presents them as the ``Task`` (core/task.py) of one seat,
-which is what ``SingleAgentView`` plays.
+Its task side is a ``SeatTask`` per seat, the ``Task`` (core/task.py) of that seat with the
+engine as its world: the game's task rows, what the seat is told at the start (``setup``), its
+score (``validate``), the oracle's move (``expert_action``) and the default move of a seat
+nobody else plays (``scripted_action``). ``TASKS`` (``__init__.py``) names each game's. The envs
+read every reward through ``validate``: ``play`` steps the engine and scores what it returns.
 
 The invalid-action rule (every game, every API): a step in which any acting agent's action is
 malformed or impossible (in seat order: in the state the earlier seats' actions of that step
@@ -41,12 +42,20 @@ from turngym.core.task import Validation
 
 @dataclass
 class Outcome:
+    """What a step did for one agent. ``play`` fills in the rest from the seat's ``validate``:
+    ``progress`` always (unless the engine set it), and for a ``scored`` outcome the whole
+    verdict (reward, success, components, extra; its ``message`` ends the observation)."""
+
     observation: str
-    reward: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)   # StepInfo fields for this agent
+    scored: bool = False
+    reward: float = 0.0
 
 
 class TextGame:
+    """A game's engine: its runtime alone (see the module docstring); its seats' ``SeatTask``
+    brief, score and play them."""
+
     possible_agents: tuple[str, ...] = ()
     name = "game"
     max_turns = 50
@@ -58,8 +67,38 @@ class TextGame:
         self.over = False
         self.done_reason: str | None = None
 
-    # -- tasks ---------------------------------------------------------------------------------
+    def reset(self, task: dict[str, Any], seed: int) -> None:
+        """Start ``task``; each seat's ``SeatTask.setup`` then says what that seat is told."""
+        raise NotImplementedError
+
+    def acting(self) -> list[str]:
+        raise NotImplementedError
+
+    def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        raise NotImplementedError
+
+    def instructions(self, agent: str) -> str:
+        return ""
+
+    def admissible_actions(self, agent: str) -> list[str] | None:
+        return None
+
+
+class SeatTask:
+    """The ``Task`` (core/task.py) of one seat of a game. Its world is the game's engine (a
+    ``TextGame``), which the env resets with the episode's seed before ``setup``.
+
+    This base class holds generated task rows: ``splits`` says how many per split, ``generate``
+    makes a row from an rng seeded by its id, ``name`` (the game's) spells the ids."""
+
+    name = "game"
     splits = {"train": 2000, "test": 200}
+
+    def __init__(self, seat: str):
+        self.seat = seat
 
     def task_ids(self, split: str) -> list[str]:
         if split not in self.splits:
@@ -79,75 +118,37 @@ class TextGame:
     def generate(self, rng: np.random.Generator) -> dict[str, Any]:
         raise NotImplementedError
 
-    # -- play ----------------------------------------------------------------------------------
-    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
-        """Start ``task``; the first observation of every agent (its ``brief``)."""
-        raise NotImplementedError
-
-    def acting(self) -> list[str]:
-        raise NotImplementedError
-
-    def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
-        raise NotImplementedError
-
-    def state(self) -> Any:
-        raise NotImplementedError
-
-    def instructions(self, agent: str) -> str:
-        return ""
-
-    def admissible_actions(self, agent: str) -> list[str] | None:
-        return None
-
-    # -- the task side, per seat ---------------------------------------------------------------
-    def brief(self, agent: str) -> str:
-        """What ``agent`` is told at the start of the episode ``reset`` began."""
-        raise NotImplementedError
-
-    def validate(self, agent: str) -> Validation:
-        """``agent``'s score now; the game pays it when the episode ends."""
-        raise NotImplementedError
-
-    def expert_action(self, agent: str) -> str:
-        raise NotImplementedError
-
-    def scripted_action(self, agent: str) -> str:
-        """The default opponent/partner for a seat the learner does not control."""
-        return self.expert_action(agent)
-
-
-class SeatTask:
-    """The ``Task`` (core/task.py) of one seat of a game. Its world is the game, which its
-    runtime (``ParallelTextEnv``) resets with the episode's seed; the game's rules brief, score
-    and play the seat."""
-
-    def __init__(self, game: TextGame, seat: str):
-        self.game = game
-        self.seat = seat
-
-    def task_ids(self, split: str) -> list[str]:
-        return self.game.task_ids(split)
-
-    def get_task(self, task_id: str) -> dict[str, Any]:
-        return self.game.get_task(task_id)
-
     def setup(self, game: TextGame, task: dict[str, Any]) -> str:
-        return game.brief(self.seat)
+        """What the seat is told at the start of the episode ``game.reset`` began."""
+        raise NotImplementedError
 
     def validate(self, game: TextGame, task: dict[str, Any]) -> Validation:
-        return game.validate(self.seat)
+        """The seat's score now; the envs pay it with each ``scored`` outcome."""
+        raise NotImplementedError
 
     def expert_action(self, game: TextGame, task: dict[str, Any]) -> str:
-        return game.expert_action(self.seat)
+        raise NotImplementedError
+
+    def scripted_action(self, game: TextGame, task: dict[str, Any]) -> str:
+        """The default opponent/partner, for a seat the learner does not control."""
+        return self.expert_action(game, task)
 
 
-def final_outcome(text: str, verdict: Validation, fields: dict[str, Any] | None = None) -> Outcome:
-    """An agent's outcome carrying its ``validate`` verdict (reward, success, progress, parts)."""
-    info = {**(fields or {}), "is_success": verdict.success, "progress": verdict.progress,
-            "reward_components": dict(verdict.components)}
-    if verdict.extra:
-        info["extra"] = dict(verdict.extra)
-    return Outcome(text, verdict.reward, info)
+def play(game: TextGame, tasks: dict[str, SeatTask], actions: dict[str, str]) -> dict[str, Outcome]:
+    """One ``step`` of ``game``, each agent's outcome completed with its seat's verdict."""
+    outcomes = game.step(actions)
+    for agent, outcome in outcomes.items():
+        verdict = tasks[agent].validate(game, game.task)
+        if outcome.scored:
+            outcome.observation += verdict.message
+            outcome.reward = verdict.reward
+            outcome.info.update(is_success=verdict.success, progress=verdict.progress,
+                                reward_components=dict(verdict.components))
+            if verdict.extra:
+                outcome.info["extra"] = dict(verdict.extra)
+        else:
+            outcome.info.setdefault("progress", verdict.progress)
+    return outcomes
 
 
 def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, Any] | None = None,
@@ -166,20 +167,17 @@ def agent_info(game: TextGame, agent: str, episode_id: str, fields: dict[str, An
     return info.to_dict()
 
 
-def void_step(acting: list[str], errors: dict[str, str], retry: str = "Act again.",
-              progress: float = 0.0) -> dict[str, Outcome]:
+def void_step(acting: list[str], errors: dict[str, str], retry: str = "Act again.") -> dict[str, Outcome]:
     """Outcomes of a void step (see the module docstring): ``errors`` maps each agent whose
-    action was invalid to what was wrong; ``progress`` is the game's unchanged progress, so a
-    void step reports the same state as the step before it."""
+    action was invalid to what was wrong. ``play`` adds the unchanged progress, so a void step
+    reports the same state as the step before it."""
     out = {}
     for agent in acting:
         if agent in errors:
-            out[agent] = Outcome(f"{errors[agent]} {retry}", 0.0,
-                                 {"action_valid": False, "parse_error": errors[agent], "progress": progress})
+            out[agent] = Outcome(f"{errors[agent]} {retry}", {"action_valid": False, "parse_error": errors[agent]})
         else:
             out[agent] = Outcome(f"Another player's action was invalid, so nothing happened this turn "
-                                 f"(yours did not take effect). {retry}", 0.0,
-                                 {"extra": {"void": True}, "progress": progress})
+                                 f"(yours did not take effect). {retry}", {"extra": {"void": True}})
     return out
 
 

@@ -12,6 +12,9 @@ A deal gives the buyer ``sum(value of bundle) - price`` and the seller ``price -
 bundle)`` (dollars); no deal gives both 0. The game ends after ``max_turns`` turns without a deal.
 Every item is worth more to the buyer than it costs the seller, so a deal always exists; the
 bargaining is over how to split the surplus.
+
+``Negotiation`` is the engine; ``NegotiationTask`` is a seat's task side (listings, its utility,
+the conceding expert).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from turngym.core.task import Validation
-from turngym.envs.multiagent.game import Outcome, TextGame, final_outcome, parse_bracket
+from turngym.envs.multiagent.game import Outcome, SeatTask, TextGame, parse_bracket
 
 ITEMS = ["lamp", "chair", "rug", "desk", "bookshelf", "mirror", "vase", "clock", "painting", "sofa",
          "bicycle", "guitar"]
@@ -34,14 +37,7 @@ class Negotiation(TextGame):
     name = "negotiation"
     max_turns = 12
 
-    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
-        n = int(rng.integers(2, 5))
-        items = sorted(rng.choice(ITEMS, size=n, replace=False).tolist())
-        costs = {i: int(rng.integers(10, 80)) for i in items}
-        values = {i: int(round(costs[i] * rng.uniform(1.2, 2.0))) for i in items}
-        return {"items": items, "costs": costs, "values": values}
-
-    def reset(self, task: dict[str, Any], seed: int) -> dict[str, str]:
+    def reset(self, task: dict[str, Any], seed: int) -> None:
         self.task, self.rng = task, np.random.default_rng(seed)
         self.turn, self.over, self.done_reason = 0, False, None
         self.to_move = "buyer"
@@ -49,17 +45,6 @@ class Negotiation(TextGame):
         self.deal: dict[str, Any] | None = None
         self.history: list[str] = []
         self.turns_taken = {a: 0 for a in self.possible_agents}
-        return {a: self.brief(a) for a in self.possible_agents}
-
-    def brief(self, agent: str) -> str:
-        listing = ", ".join(self.task["items"])
-        if agent == "buyer":
-            return f"The seller lists: {listing}. Your values: {self._fmt(self.task['values'])}. You move first."
-        return f"You list: {listing}. Your costs: {self._fmt(self.task['costs'])}. The buyer moves first."
-
-    @staticmethod
-    def _fmt(prices: dict[str, int]) -> str:
-        return ", ".join(f"{k} ${v}" for k, v in prices.items())
 
     def instructions(self, agent: str) -> str:
         role = ("You are buying. Your utility is the value of the items you get minus the price."
@@ -75,30 +60,14 @@ class Negotiation(TextGame):
         return {"turn": self.turn, "to_move": self.to_move, "offer": self.offer, "deal": self.deal,
                 "over": self.over, "history": self.history}
 
-    def utility(self, agent: str) -> float:
-        if self.deal is None:
-            return 0.0
-        bundle = self.deal["items"]
-        if agent == "buyer":
-            return float(sum(self.task["values"][i] for i in bundle) - self.deal["price"])
-        return float(self.deal["price"] - sum(self.task["costs"][i] for i in bundle))
-
-    def validate(self, agent: str) -> Validation:
-        """The agent's utility; a success is a deal that gains it something."""
-        u = self.utility(agent)
-        return Validation(reward=u, done=self.over, success=self.deal is not None and u > 0,
-                          progress=1.0 if self.deal else 0.0, components={"utility": u},
-                          extra={"deal": self.deal})
-
     def step(self, actions: dict[str, str]) -> dict[str, Outcome]:
         agent = self.to_move
         other = "seller" if agent == "buyer" else "buyer"
         action = actions.get(agent, "")
         event, error = self._apply(agent, action)
         if error:
-            return {agent: Outcome(f"{error} Your turn again.", 0.0,
-                                   {"action_valid": False, "parse_error": error}),
-                    other: Outcome(f"Waiting for the {agent}.", 0.0, {})}
+            return {agent: Outcome(f"{error} Your turn again.", {"action_valid": False, "parse_error": error}),
+                    other: Outcome(f"Waiting for the {agent}.")}
         self.turn += 1
         self.turns_taken[agent] += 1
         self.history.append(f"{agent}: {event}")
@@ -107,15 +76,10 @@ class Negotiation(TextGame):
         self.to_move = other
         out = {}
         for a in self.possible_agents:
-            you = "You" if a == agent else f"The {agent}"
-            text = f"{you} {event}."
-            if self.over:
-                verdict = self.validate(a)
-                text += (f" Deal: {', '.join(self.deal['items'])} for ${self.deal['price']:g}. "
-                         f"Your utility: {verdict.reward:g}." if self.deal else " No deal. Your utility: 0.")
-                out[a] = final_outcome(text, verdict)
-            else:
-                out[a] = Outcome(text + (" Your move." if a == other else ""), 0.0, {})
+            text = f"{'You' if a == agent else f'The {agent}'} {event}."
+            # at the end the seat's verdict adds the deal and its utility
+            out[a] = Outcome(text, scored=True) if self.over else \
+                Outcome(text + (" Your move." if a == other else ""))
         return out
 
     def _apply(self, agent: str, action: str) -> tuple[str, str | None]:
@@ -148,20 +112,61 @@ class Negotiation(TextGame):
         self.offer = {"by": agent, "items": items, "price": price}
         return f"offered {', '.join(items)} for ${price:g}", None
 
-    def expert_action(self, agent: str) -> str:
+
+def _prices(prices: dict[str, int]) -> str:
+    return ", ".join(f"{k} ${v}" for k, v in prices.items())
+
+
+class NegotiationTask(SeatTask):
+    """One seat of the negotiation: generated listings, the seat's utility, a conceding expert."""
+
+    name = Negotiation.name
+
+    def generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        n = int(rng.integers(2, 5))
+        items = sorted(rng.choice(ITEMS, size=n, replace=False).tolist())
+        costs = {i: int(rng.integers(10, 80)) for i in items}
+        values = {i: int(round(costs[i] * rng.uniform(1.2, 2.0))) for i in items}
+        return {"items": items, "costs": costs, "values": values}
+
+    def setup(self, game: Negotiation, task: dict[str, Any]) -> str:
+        listing = ", ".join(task["items"])
+        if self.seat == "buyer":
+            return f"The seller lists: {listing}. Your values: {_prices(task['values'])}. You move first."
+        return f"You list: {listing}. Your costs: {_prices(task['costs'])}. The buyer moves first."
+
+    def utility(self, game: Negotiation, task: dict[str, Any]) -> float:
+        if game.deal is None:
+            return 0.0
+        bundle = game.deal["items"]
+        if self.seat == "buyer":
+            return float(sum(task["values"][i] for i in bundle) - game.deal["price"])
+        return float(game.deal["price"] - sum(task["costs"][i] for i in bundle))
+
+    def validate(self, game: Negotiation, task: dict[str, Any]) -> Validation:
+        """The seat's utility; a success is a deal that gains it something."""
+        u = self.utility(game, task)
+        deal = game.deal
+        message = (f" Deal: {', '.join(deal['items'])} for ${deal['price']:g}. Your utility: {u:g}." if deal
+                   else " No deal. Your utility: 0.")
+        return Validation(reward=u, done=game.over, success=deal is not None and u > 0,
+                          progress=1.0 if deal else 0.0, components={"utility": u}, message=message,
+                          extra={"deal": deal})
+
+    def expert_action(self, game: Negotiation, task: dict[str, Any]) -> str:
         """A concession strategy: start far, move toward a floor/ceiling, accept inside it."""
-        items = self.task["items"]
-        mine = agent == "buyer"
-        total = sum((self.task["values"] if mine else self.task["costs"])[i] for i in items)
-        k = self.turns_taken[agent]
-        steps = max(self.max_turns // 2 - 1, 1)
+        items = task["items"]
+        mine = self.seat == "buyer"
+        total = sum((task["values"] if mine else task["costs"])[i] for i in items)
+        k = game.turns_taken[self.seat]
+        steps = max(game.max_turns // 2 - 1, 1)
         frac = min(k / steps, 1.0)
         if mine:   # buyer: 55% of value rising to 90%
             target = total * (0.55 + 0.35 * frac)
-            acceptable = lambda o: sum(self.task["values"][i] for i in o["items"]) - o["price"] >= 0.1 * total  # noqa: E731
+            acceptable = lambda o: sum(task["values"][i] for i in o["items"]) - o["price"] >= 0.1 * total  # noqa: E731
         else:      # seller: 170% of cost falling to 110%
             target = total * (1.7 - 0.6 * frac)
-            acceptable = lambda o: o["price"] - sum(self.task["costs"][i] for i in o["items"]) >= 0.1 * total  # noqa: E731
-        if self.offer is not None and self.offer["by"] != agent and acceptable(self.offer):
+            acceptable = lambda o: o["price"] - sum(task["costs"][i] for i in o["items"]) >= 0.1 * total  # noqa: E731
+        if game.offer is not None and game.offer["by"] != self.seat and acceptable(game.offer):
             return "accept"
         return f"offer[{', '.join(items)} for {int(round(target))}]"

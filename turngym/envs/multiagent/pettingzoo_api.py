@@ -1,5 +1,8 @@
 """PettingZoo Parallel and AEC envs over a ``TextGame``, both native (no conversion wrappers).
 
+``env.game`` is the game's engine; ``env.tasks`` holds each seat's ``SeatTask``, which briefs
+the seat at reset and scores every step (``game.play``).
+
 Spaces are ``UnicodeText`` (any string). ``infos[agent]`` is the agent's StepInfo, with the same
 keys as every single-agent turngym env (``state_key`` included). In the Parallel API every live
 agent sends an action each step and only the agents the game waits for (``game.acting()``) have
@@ -14,9 +17,9 @@ from typing import Any
 import numpy as np
 from pettingzoo import AECEnv, ParallelEnv
 
-from turngym.core.env import state_key
+from turngym.core.env import episode_id, state_key
 from turngym.core.spaces import UnicodeText
-from turngym.envs.multiagent.game import TextGame, agent_info
+from turngym.envs.multiagent.game import SeatTask, TextGame, agent_info, play
 
 
 class TextObservation(str):
@@ -26,7 +29,7 @@ class TextObservation(str):
     dtype = None
 
 
-def _choose_task(game: TextGame, rng: np.random.Generator, options: dict[str, Any] | None,
+def _choose_task(tasks: SeatTask, rng: np.random.Generator, options: dict[str, Any] | None,
                  default_split: str) -> dict[str, Any]:
     options = dict(options or {})
     unknown = set(options) - {"task_id", "split", "task"}
@@ -35,18 +38,22 @@ def _choose_task(game: TextGame, rng: np.random.Generator, options: dict[str, An
     if "task" in options:
         return dict(options["task"])
     if "task_id" in options:
-        return game.get_task(str(options["task_id"]))
-    ids = game.task_ids(options.get("split", default_split))
-    return game.get_task(ids[int(rng.integers(len(ids)))])
+        return tasks.get_task(str(options["task_id"]))
+    ids = tasks.task_ids(options.get("split", default_split))
+    return tasks.get_task(ids[int(rng.integers(len(ids)))])
 
 
 class _GameEnvMixin:
-    """What both APIs share: the game, task choice, seeding, spaces, per-agent info."""
+    """What both APIs share: the game and its seats' tasks, task choice, seeding, spaces, per-agent
+    info."""
 
     metadata = {"render_modes": ["ansi"], "is_parallelizable": True}
 
     def _init_game(self, game: TextGame, split: str, render_mode: str | None) -> None:
+        from turngym.envs.multiagent import TASKS
+
         self.game = game
+        self.tasks: dict[str, SeatTask] = {a: TASKS[game.name](a) for a in game.possible_agents}
         self.split = split
         self.render_mode = render_mode
         self.possible_agents = list(game.possible_agents)
@@ -62,15 +69,24 @@ class _GameEnvMixin:
     def action_space(self, agent: str) -> UnicodeText:
         return self._spaces[agent]
 
+    def expert_action(self, agent: str) -> str:
+        return self.tasks[agent].expert_action(self.game, self.game.task)
+
+    def scripted_action(self, agent: str) -> str:
+        """The default move of ``agent`` when no learner plays it (the auction's is not the expert's)."""
+        return self.tasks[agent].scripted_action(self.game, self.game.task)
+
     def _start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, str]:
         if seed is not None:
             self._np_random = np.random.default_rng(seed)
             for i, a in enumerate(self.possible_agents):
                 self._spaces[a].seed(seed + i)
         episode_seed = int(self._np_random.integers(0, 2**31 - 1))
-        task = _choose_task(self.game, self._np_random, options, self.split)
-        self.episode_id = state_key([self.game.name, task["task_id"], episode_seed])[:16]
-        obs = self.game.reset(task, episode_seed)
+        # every seat's task holds the game's rows: the first seat's chooses
+        task = _choose_task(self.tasks[self.possible_agents[0]], self._np_random, options, self.split)
+        self.episode_id = episode_id(self.game.name, task["task_id"], episode_seed)
+        self.game.reset(task, episode_seed)
+        obs = {a: self.tasks[a].setup(self.game, task) for a in self.possible_agents}
         self.last_text = dict(obs)
         return obs
 
@@ -107,7 +123,7 @@ class ParallelTextEnv(_GameEnvMixin, ParallelEnv):
         for a in acting:
             if a in actions and not isinstance(actions[a], str):
                 raise TypeError(f"actions[{a!r}]: expected str, got {type(actions[a]).__name__}")
-        outcomes = self.game.step({a: actions[a] for a in acting if a in actions})
+        outcomes = play(self.game, self.tasks, {a: actions[a] for a in acting if a in actions})
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
@@ -168,7 +184,7 @@ class AECTextEnv(_GameEnvMixin, AECEnv):
             self.agent_selection = self._next_agent()   # simultaneous move: others still to act
             self._accumulate_rewards()
             return
-        outcomes = self.game.step(self._pending)
+        outcomes = play(self.game, self.tasks, self._pending)
         self._pending = {}
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"

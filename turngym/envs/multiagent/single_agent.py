@@ -35,10 +35,10 @@ def game_class(name: str) -> type[TextGame]:
 class _SeatPlayer:
     """Chooses the actions of a seat the learner does not control."""
 
-    def __init__(self, spec: Any, agent: str, game: TextGame, seed: int):
+    def __init__(self, spec: Any, task: SeatTask, game: TextGame, seed: int):
         if isinstance(spec, str) and spec not in ("scripted", "expert", "random"):
             raise ValueError(f"others: {spec!r} must be 'scripted', 'expert', 'random' or a Policy object")
-        self.spec, self.agent, self.game = spec, agent, game
+        self.spec, self.task, self.agent, self.game = spec, task, task.seat, game
         self.rng = np.random.default_rng(seed)
         self.messages: list[dict] = []
         self.info: dict[str, Any] = {}
@@ -49,9 +49,9 @@ class _SeatPlayer:
 
     def act(self) -> str:
         if self.spec == "scripted":
-            return self.game.scripted_action(self.agent)
+            return self.task.scripted_action(self.game, self.game.task)
         if self.spec == "expert":
-            return self.game.expert_action(self.agent)
+            return self.task.expert_action(self.game, self.game.task)
         if self.spec == "random":
             admissible = self.game.admissible_actions(self.agent)
             if admissible:
@@ -67,7 +67,8 @@ class _SeatPlayer:
 
 
 class SingleAgentView(TurnEnv):
-    """Seat ``seat`` of game ``game``; the other seats are played by ``others``."""
+    """Seat ``seat`` of game ``game``; the other seats are played by ``others``. ``env.tasks`` is
+    the seat's ``SeatTask``, the one its ``ParallelTextEnv`` scores the seat's steps with."""
 
     def __init__(self, game: str = "negotiation", seat: str | None = None, others: Any = "scripted",
                  game_kwargs: dict[str, Any] | None = None, **kwargs):
@@ -77,9 +78,9 @@ class SingleAgentView(TurnEnv):
         self.seat = seat or self.game.possible_agents[0]
         if self.seat not in self.game.possible_agents:
             raise ValueError(f"seat: {self.seat!r} is not one of {list(self.game.possible_agents)}")
-        self.tasks = SeatTask(self.game, self.seat)
         self.others_spec = others
         self.parallel = ParallelTextEnv(self.game, split=self.split)
+        self.tasks = self.parallel.tasks[self.seat]
         self.players: dict[str, _SeatPlayer] = {}
 
     def instructions(self) -> str:
@@ -99,7 +100,7 @@ class SingleAgentView(TurnEnv):
         self.players = {}
         for i, agent in enumerate(a for a in self.game.possible_agents if a != self.seat):
             spec = self.others_spec.get(agent, "scripted") if isinstance(self.others_spec, dict) else self.others_spec
-            self.players[agent] = _SeatPlayer(spec, agent, self.game, self.episode_seed + i + 1)
+            self.players[agent] = _SeatPlayer(spec, self.parallel.tasks[agent], self.game, self.episode_seed + i + 1)
             self.players[agent].observe(infos[agent])
         texts, reward, fields = self._advance([self.tasks.setup(self.game, task)], 0.0, {})
         return "\n".join(texts), {}
@@ -152,7 +153,7 @@ def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], gr
             env = ParallelTextEnv(g)
             obs, infos = env.reset(seed=seed + i, options={"task_id": task_id})
             group = group_id(task_id, seed + i)
-            players = {a: _SeatPlayer(policies.get(a, "scripted"), a, g, seed + i + k)
+            players = {a: _SeatPlayer(policies.get(a, "scripted"), env.tasks[a], g, seed + i + k)
                        for k, a in enumerate(g.possible_agents)}
             trajs = {a: Trajectory(env_id=f"multiagent/{game}", task_id=task_id, seed=seed + i,
                                    group_id=f"{group}/{a}", trajectory_id=f"{group}/{a}#{member}",
