@@ -156,3 +156,21 @@ def test_coop_household_partial_views_and_messages():
     assert infos["agent_0"]["state_key"] == infos["agent_1"]["state_key"]
     obs, rewards, terms, truncs, infos = env.step({"agent_0": "fly to the moon", "agent_1": "look"})
     assert obs["agent_0"].startswith("Nothing happens.") and infos["agent_0"]["action_valid"] is False
+
+
+def test_a_game_the_other_seats_end_during_reset_ends_at_the_first_step():
+    """A random buyer may walk away before the seller's first turn: reset cannot say the episode
+    is over, so the first step does (no KeyError), pays what the seat got and plays nothing."""
+    env = turngym.make("turngym/Negotiation-seller-v0", others="random")
+    try:
+        seeds = [s for s in range(40) if env.reset(seed=s) and env.unwrapped.game.over]
+        assert seeds, "no seed in 0..39 where the random buyer ends the game during reset"
+        obs, info = env.reset(seed=seeds[0])
+        assert "walked away" in obs
+        obs, reward, terminated, truncated, info = env.step("[accept]")
+        assert terminated and not truncated and reward == 0.0
+        assert info["action_valid"] is False and "before your turn" in info["parse_error"]
+        assert info["done_reason"] == "walked_away" and not info["is_success"]
+        env.reset(seed=seeds[0] + 1000)  # and the env plays on
+    finally:
+        env.close()

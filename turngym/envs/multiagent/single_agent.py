@@ -82,6 +82,7 @@ class SingleAgentView(TurnEnv):
         self.parallel = ParallelTextEnv(self.game, split=self.split)
         self.tasks = self.parallel.tasks[self.seat]
         self.players: dict[str, _SeatPlayer] = {}
+        self.ended_before_turn: tuple[float, dict] | None = None
 
     def instructions(self) -> str:
         return self.game.instructions(self.seat)
@@ -103,9 +104,20 @@ class SingleAgentView(TurnEnv):
             self.players[agent] = _SeatPlayer(spec, self.parallel.tasks[agent], self.game, self.episode_seed + i + 1)
             self.players[agent].observe(infos[agent])
         texts, reward, fields = self._advance([self.tasks.setup(self.game, task)], 0.0, {})
+        # the other seats may end the game before this seat's first turn (a buyer walking away);
+        # reset cannot say so, so the first step reports the end and pays what the seat got
+        self.ended_before_turn = (reward, fields) if self.game.over else None
         return "\n".join(texts), {}
 
     def _step(self, action):
+        if self.ended_before_turn is not None:
+            reward, fields = self.ended_before_turn
+            self.ended_before_turn = None
+            fields = {**fields, "action_valid": False,
+                      "parse_error": "the game ended before your turn; the action was not played"}
+            truncated = self.game.done_reason == "max_turns"
+            return ("The game is over: it ended before your turn, so your action was not played.", reward,
+                    not truncated, truncated, fields)
         actions = {a: self.players[a].act() for a in self.game.acting() if a != self.seat}
         actions[self.seat] = action
         texts, reward, fields = self._advance([], 0.0, {}, actions)
