@@ -115,12 +115,11 @@ class SingleAgentView(TurnEnv):
             self.ended_before_turn = None
             fields = {**fields, "action_valid": False,
                       "parse_error": "the game ended before your turn; the action was not played"}
-            truncated = self.game.done_reason == "max_turns"
-            return ("The game is over: it ended before your turn, so your action was not played.", reward,
-                    not truncated, truncated, fields)
-        actions = {a: self.players[a].act() for a in self.game.acting() if a != self.seat}
-        actions[self.seat] = action
-        texts, reward, fields = self._advance([], 0.0, {}, actions)
+            texts = ["The game is over: it ended before your turn, so your action was not played."]
+        else:
+            actions = {a: self.players[a].act() for a in self.game.acting() if a != self.seat}
+            actions[self.seat] = action
+            texts, reward, fields = self._advance([], 0.0, {}, actions)
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         return "\n".join(texts), reward, done and not truncated, truncated, fields
