@@ -94,8 +94,40 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
             "updates": sum(1 for r in rows if r.get("update")),
             "episodes": max((r.get("episodes", 0) for r in rows), default=0),
             "seconds": time.perf_counter() - start}
+    data["vs_sft"] = paired_change(out, run_dir, data["updates"])
     result.write_text(json.dumps(data, indent=1))
     return data
+
+
+def paired_change(out: Path, run_dir: Path, update: int) -> dict | None:
+    """Held-out episodes the run solved that the SFT checkpoint failed (gained) and the reverse
+    (lost), task by task: both evaluations are greedy on the same tasks, so this pairs them."""
+    from turngym.core.records import read_jsonl
+
+    before, after = out / "sft" / "eval" / "update_0000.jsonl", run_dir / "eval" / f"update_{update:04d}.jsonl"
+    if not (before.exists() and after.exists()):
+        return None
+    pairs = list(zip(read_jsonl(before), read_jsonl(after)))
+    if any(a.task_id != b.task_id for a, b in pairs):
+        return None  # not the same episodes: nothing to pair
+    return {"gained": sum(b.success and not a.success for a, b in pairs),
+            "lost": sum(a.success and not b.success for a, b in pairs), "episodes": len(pairs)}
+
+
+def paired_of(out: Path, result: dict) -> dict | None:
+    """A run's gained/lost episodes: from its result, or from its evaluation files (then written
+    into the result, which is what ``benchmarks/results`` keeps of a run)."""
+    if result.get("vs_sft") is None:
+        run_dir = out / "runs" / f"{result['estimator']}-s{result['seed']}"
+        result["vs_sft"] = paired_change(out, run_dir, result["updates"])
+        if result["vs_sft"] is not None:
+            (run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    return result["vs_sft"]
+
+
+def paired_text(changes: list[dict | None]) -> str:
+    """'+1/-0, +2/-1' per seed, '?' where a run's evaluation files are gone."""
+    return ", ".join("?" if c is None else f"+{c['gained']}/-{c['lost']}" for c in changes)
 
 
 def interval(values: list[float]) -> tuple[float, float]:
@@ -120,16 +152,17 @@ def report(args, out: Path, sft: dict | None) -> list[dict]:
         mean, half = interval(final)
         rows.append({"estimator": est, "seeds": len(mine), "final": mean, "ci": half,
                      "gain_over_sft": mean - base if base is not None else None,
+                     "paired": paired_text([paired_of(out, r) for r in mine]),
                      "mixed_updates": f"{sum(r['mixed_updates'] for r in mine)}/{sum(r['updates'] for r in mine)}",
                      "episodes": mine[0]["episodes"], "minutes": sum(r["seconds"] for r in mine) / 60 / len(mine)})
     print(f"\nafter SFT (shared start): {base}   zero-shot: {sft.get('zero_shot') if sft else None}")
     print("| estimator | seeds | held-out success after RL (mean, 95% t-CI) | gain over SFT | "
-          "updates with mixed groups | RL episodes per run | min per run |")
-    print("|---|---|---|---|---|---|---|")
+          "episodes gained / lost vs SFT | updates with mixed groups | RL episodes per run | min per run |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ci = "n/a" if math.isnan(r["ci"]) else f"+- {r['ci']:.2f}"
         gain = "-" if r["gain_over_sft"] is None else f"{r['gain_over_sft']:+.2f}"
-        print(f"| {r['estimator']} | {r['seeds']} | {r['final']:.2f} {ci} | {gain} | {r['mixed_updates']} | "
+        print(f"| {r['estimator']} | {r['seeds']} | {r['final']:.2f} {ci} | {gain} | {r['paired']} | {r['mixed_updates']} | "
               f"{r['episodes']} | {r['minutes']:.1f} |")
     if results:
         plot(args, results, base, out)
@@ -144,7 +177,9 @@ def plot(args, results: list[dict], base: float | None, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for est in args.estimators:
+    for k, est in enumerate(args.estimators):
+        # a small sideways shift per estimator: equal means would otherwise hide each other
+        shift = (k - (len(args.estimators) - 1) / 2) * 0.04
         mine = [r for r in results if r["estimator"] == est]
         if not mine:
             continue
@@ -155,12 +190,13 @@ def plot(args, results: list[dict], base: float | None, out: Path) -> None:
             mean, half = interval(vals)
             points.append((x, mean, 0.0 if math.isnan(half) else half))
         px, py, ph = zip(*points)
+        px = [x + shift for x in px]
         line, = ax.plot(px, py, "o-", label=f"{est} ({len(mine)} seeds)")
         ax.fill_between(px, [y - h for y, h in zip(py, ph)], [y + h for y, h in zip(py, ph)],
                         color=line.get_color(), alpha=0.15)
-    ax.set_xlabel("RL update (0 = the shared SFT checkpoint)")
+    ax.set_xlabel("RL update (0 = the shared SFT checkpoint; estimators shifted apart slightly)")
     ax.set_ylabel("held-out success (greedy)")
-    ax.set_title(f"SmolLM2-135M + LoRA on {ENV_ID}: mean over seeds, 95% t-bands")
+    ax.set_title(f"SmolLM2-135M + LoRA on {ENV_ID}\nheld-out success, mean over seeds with 95% t-bands", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
