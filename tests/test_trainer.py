@@ -150,8 +150,13 @@ def test_sft_then_rl_writes_the_run_directory(tmp_path):
     assert (run / "config.yaml").exists() and (run / "curves.png").stat().st_size > 0
     assert "<svg" in (run / "report.html").read_text()  # the run report, written at the end
     assert any((run / "tb").iterdir())
+    # the zero-shot episodes keep their own file; update 0 is the policy after SFT
     assert sorted(p.name for p in (run / "eval").iterdir()) == ["update_0000.jsonl", "update_0001.jsonl",
-                                                                 "update_0002.jsonl"]
+                                                                 "update_0002.jsonl", "zero_shot.jsonl"]
+    zero_shot, after_sft = read_jsonl(run / "eval" / "zero_shot.jsonl"), read_jsonl(run / "eval" / "update_0000.jsonl")
+    assert len(zero_shot) == len(after_sft) == cfg.eval.episodes
+    assert np.mean([t.success for t in zero_shot]) == first["eval/success_rate"]
+    assert np.mean([t.success for t in after_sft]) == first["eval_after_sft/success_rate"]
     trajs = read_jsonl(run / "rollouts" / "update_0001.jsonl")
     assert len(trajs) == 4 and len({t.group_id for t in trajs}) == 2
     step = trajs[0].steps[0]
@@ -375,7 +380,9 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
     assert "95% CI" in out and "updates with mixed-outcome groups" in out
     assert "RL did not improve on SFT" in out or "RL improved held-out success" in out
+    assert "Task by task (the same 2 episodes): RL solved" in out and "exact sign test" in out
     assert (tmp_path / "demo" / "curves.png").exists()
+    assert (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
 
 
 def test_demo_without_rl_updates_says_so(tmp_path, capsys):
@@ -423,6 +430,25 @@ def test_wilson_interval_and_verdict():
     assert "did not improve" in verdict({"success_rate": 0.3}, {"success_rate": 0.3}, 50)
     assert "beyond noise" in verdict({"success_rate": 0.1}, {"success_rate": 0.5}, 50)
     assert "not beyond noise" in verdict({"success_rate": 0.2}, {"success_rate": 0.26}, 50)
+
+
+def test_demo_pairs_the_evaluations_task_by_task(tmp_path):
+    from turngym.core.records import Step, Trajectory, write_jsonl
+    from turngym.demo import paired_outcomes, sign_test
+
+    def episodes(name, outcomes, tasks="abcde"):
+        write_jsonl(tmp_path / "eval" / name, [Trajectory("e", t, 0, [Step(0, "", "a")], success=ok)
+                                               for t, ok in zip(tasks, outcomes)], append=False)
+
+    episodes("update_0000.jsonl", [True, False, False, True, False])
+    episodes("update_0008.jsonl", [True, True, True, False, False])
+    assert paired_outcomes(tmp_path, 8) == (2, 1)
+    assert paired_outcomes(tmp_path, 0) is None and paired_outcomes(tmp_path, 3) is None  # no RL / no file
+    episodes("update_0008.jsonl", [True] * 5, tasks="edcba")
+    assert paired_outcomes(tmp_path, 8) is None  # other episodes: nothing to pair
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+    assert sign_test(5, 1) == pytest.approx(2 * 7 / 64)  # P(X <= 1), X ~ Bin(6, 1/2), both tails
+    assert sign_test(0, 6) == sign_test(6, 0) == pytest.approx(2 / 64)
 
 
 def test_curves_put_every_evaluation_at_its_stage():

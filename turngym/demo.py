@@ -136,6 +136,11 @@ def run(args) -> int:
     print(f"\nupdates with mixed-outcome groups (a learning signal): {mixed} of {len(updates)}"
           + (f"; no learning signal in update(s) {', '.join(map(str, silent))}" if silent else ""))
     print(verdict(table[1], table[2], n) if len(table) > 2 else "No RL updates were run (--updates 0).")
+    pair = paired_outcomes(cfg.run_dir, last.get("update", 0)) if len(table) > 2 else None
+    if pair is not None:
+        gained, lost = pair
+        print(f"Task by task (the same {n} episodes): RL solved {gained} that SFT failed and failed {lost} that "
+              f"SFT solved (exact sign test on the {gained + lost} changed episodes: p = {sign_test(gained, lost):.2f}).")
     print()
     print(f"learning curves: {cfg.run_dir}/curves.png   metrics: {cfg.run_dir}/metrics.jsonl   "
           f"total {minutes:.1f} min")
@@ -167,6 +172,32 @@ def verdict(after_sft: dict, after_rl: dict, n: int) -> str:
     return (f"RL improved held-out success by {gain:+.2f} over SFT ({a:.2f} -> {b:.2f}); "
             f"the 95% intervals {'do not overlap' if beyond == 'beyond' else 'overlap'}, so the gain is "
             f"{beyond} noise at this sample size.")
+
+
+def paired_outcomes(run_dir, update: int) -> tuple[int, int] | None:
+    """(episodes RL solved that SFT failed, the reverse), pairing the evaluation after SFT
+    (``eval/update_0000.jsonl``) with the last one episode by episode; None without both files."""
+    from pathlib import Path
+
+    from turngym.core.records import read_jsonl
+
+    before, after = Path(run_dir) / "eval" / "update_0000.jsonl", Path(run_dir) / "eval" / f"update_{update:04d}.jsonl"
+    if update < 1 or not before.exists() or not after.exists():
+        return None
+    pairs = list(zip(read_jsonl(before), read_jsonl(after)))
+    if any(a.task_id != b.task_id for a, b in pairs):
+        return None
+    return (sum(b.success and not a.success for a, b in pairs), sum(a.success and not b.success for a, b in pairs))
+
+
+def sign_test(gained: int, lost: int) -> float:
+    """Two-sided exact sign test (McNemar's, exact) on the changed episodes: how likely a split at
+    least this uneven is when RL changes outcomes at random, each way with probability 1/2."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def stage_row(name: str, row: dict, prefix: str, n: int) -> dict:

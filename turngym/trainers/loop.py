@@ -160,7 +160,10 @@ def before_rl(tr: Trainer, pool, optimizer, train_ids: list[str], eval_ids: list
             # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
             log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
             t0 = time.perf_counter()
-            row.update(evaluate(tr, pool, eval_ids, 0), **{"time/eval": time.perf_counter() - t0})
+            # with SFT to follow, update 0 is the policy after SFT: the zero-shot episodes keep a
+            # file of their own instead of being overwritten by the evaluation after SFT
+            name = "zero_shot" if cfg.sft.episodes > 0 else None
+            row.update(evaluate(tr, pool, eval_ids, 0, name), **{"time/eval": time.perf_counter() - t0})
             log(f"update 0: eval success {row.get('eval/success_rate', 0):.2f}")
         if cfg.sft.episodes > 0:
             log(f"sft: imitating {cfg.sft.episodes} expert episodes")
@@ -247,7 +250,8 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
             **(extra or {})}
 
 
-def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, float]:
+def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | None = None) -> dict[str, float]:
+    """Greedy episodes on the held-out tasks, written to ``eval/<name or update_NNNN>.jsonl``."""
     cfg = tr.cfg
     tasks = [eval_ids[i % len(eval_ids)] for i in range(cfg.eval.episodes)]
     tr.eval_policy.reset_history()
@@ -257,7 +261,7 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int) -> dict[str, f
                            max_steps=cfg.env.max_turns, bar=bar)
     bar.close()
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
-    write_jsonl(Path(cfg.run_dir) / "eval" / f"update_{update:04d}.jsonl", trajectories, append=False)
+    write_jsonl(Path(cfg.run_dir) / "eval" / f"{name or f'update_{update:04d}'}.jsonl", trajectories, append=False)
     return summary_row(trajectories, "eval")
 
 
