@@ -493,11 +493,11 @@ def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch
     cfg = cfg_for(tmp_path, "sft.episodes=2", "rl.updates=1", "eval.at_start=true", "tensorboard=false")
     real_evaluate, calls = loop.evaluate, []
 
-    def killed_in_second_eval(tr, pool, ids, update):
+    def killed_in_second_eval(tr, pool, ids, update, name=None):
         calls.append(update)
         if len(calls) == 2:  # the evaluation after SFT
             raise KeyboardInterrupt
-        return real_evaluate(tr, pool, ids, update)
+        return real_evaluate(tr, pool, ids, update, name)
 
     monkeypatch.setattr(loop, "evaluate", killed_in_second_eval)
     with pytest.raises(KeyboardInterrupt):
