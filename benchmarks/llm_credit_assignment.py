@@ -102,16 +102,10 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
 def paired_change(out: Path, run_dir: Path, update: int) -> dict | None:
     """Held-out episodes the run solved that the SFT checkpoint failed (gained) and the reverse
     (lost), task by task: both evaluations are greedy on the same tasks, so this pairs them."""
-    from turngym.core.records import read_jsonl
+    from turngym.demo import paired_outcomes
 
-    before, after = out / "sft" / "eval" / "update_0000.jsonl", run_dir / "eval" / f"update_{update:04d}.jsonl"
-    if not (before.exists() and after.exists()):
-        return None
-    pairs = list(zip(read_jsonl(before), read_jsonl(after)))
-    if any(a.task_id != b.task_id for a, b in pairs):
-        return None  # not the same episodes: nothing to pair
-    return {"gained": sum(b.success and not a.success for a, b in pairs),
-            "lost": sum(a.success and not b.success for a, b in pairs), "episodes": len(pairs)}
+    pair = paired_outcomes(out / "sft" / "eval" / "update_0000.jsonl", run_dir / "eval" / f"update_{update:04d}.jsonl")
+    return None if pair is None else dict(zip(("gained", "lost", "episodes"), pair))
 
 
 def paired_of(out: Path, result: dict) -> dict | None:

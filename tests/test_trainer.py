@@ -398,7 +398,7 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert demo.run(args) == 0
     out = capsys.readouterr().out
     assert "after SFT" in out and "+ 0 GiGPO updates" not in out
-    assert "No RL updates were run" in out and "RL did not improve" not in out
+    assert "No RL updates were run" in out and "RL did not improve" not in out and "Task by task" not in out
 
 
 @pytest.mark.slow
@@ -440,12 +440,13 @@ def test_demo_pairs_the_evaluations_task_by_task(tmp_path):
         write_jsonl(tmp_path / "eval" / name, [Trajectory("e", t, 0, [Step(0, "", "a")], success=ok)
                                                for t, ok in zip(tasks, outcomes)], append=False)
 
+    before, after = tmp_path / "eval" / "update_0000.jsonl", tmp_path / "eval" / "update_0008.jsonl"
     episodes("update_0000.jsonl", [True, False, False, True, False])
     episodes("update_0008.jsonl", [True, True, True, False, False])
-    assert paired_outcomes(tmp_path, 8) == (2, 1)
-    assert paired_outcomes(tmp_path, 0) is None and paired_outcomes(tmp_path, 3) is None  # no RL / no file
+    assert paired_outcomes(before, after) == (2, 1, 5)
+    assert paired_outcomes(before, tmp_path / "eval" / "update_0003.jsonl") is None  # no file
     episodes("update_0008.jsonl", [True] * 5, tasks="edcba")
-    assert paired_outcomes(tmp_path, 8) is None  # other episodes: nothing to pair
+    assert paired_outcomes(before, after) is None  # other episodes: nothing to pair
     assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
     assert sign_test(5, 1) == pytest.approx(2 * 7 / 64)  # P(X <= 1), X ~ Bin(6, 1/2), both tails
     assert sign_test(0, 6) == sign_test(6, 0) == pytest.approx(2 / 64)

@@ -136,10 +136,12 @@ def run(args) -> int:
     print(f"\nupdates with mixed-outcome groups (a learning signal): {mixed} of {len(updates)}"
           + (f"; no learning signal in update(s) {', '.join(map(str, silent))}" if silent else ""))
     print(verdict(table[1], table[2], n) if len(table) > 2 else "No RL updates were run (--updates 0).")
-    pair = paired_outcomes(cfg.run_dir, last.get("update", 0)) if len(table) > 2 else None
+    # the evaluation after SFT (update 0) and the last one play the same episodes
+    pair = paired_outcomes(f"{cfg.run_dir}/eval/update_0000.jsonl",
+                           f"{cfg.run_dir}/eval/update_{last['update']:04d}.jsonl") if len(table) > 2 else None
     if pair is not None:
-        gained, lost = pair
-        print(f"Task by task (the same {n} episodes): RL solved {gained} that SFT failed and failed {lost} that "
+        gained, lost, paired = pair
+        print(f"Task by task (the same {paired} episodes): RL solved {gained} that SFT failed and failed {lost} that "
               f"SFT solved (exact sign test on the {gained + lost} changed episodes: p = {sign_test(gained, lost):.2f}).")
     print()
     print(f"learning curves: {cfg.run_dir}/curves.png   metrics: {cfg.run_dir}/metrics.jsonl   "
@@ -174,20 +176,21 @@ def verdict(after_sft: dict, after_rl: dict, n: int) -> str:
             f"{beyond} noise at this sample size.")
 
 
-def paired_outcomes(run_dir, update: int) -> tuple[int, int] | None:
-    """(episodes RL solved that SFT failed, the reverse), pairing the evaluation after SFT
-    (``eval/update_0000.jsonl``) with the last one episode by episode; None without both files."""
+def paired_outcomes(before, after) -> tuple[int, int, int] | None:
+    """(episodes solved in ``after`` but not in ``before``, the reverse, episodes paired): two
+    evaluation files of the same episodes, paired episode by episode; None when a file is
+    missing or their episodes differ."""
     from pathlib import Path
 
     from turngym.core.records import read_jsonl
 
-    before, after = Path(run_dir) / "eval" / "update_0000.jsonl", Path(run_dir) / "eval" / f"update_{update:04d}.jsonl"
-    if update < 1 or not before.exists() or not after.exists():
+    if not Path(before).exists() or not Path(after).exists():
         return None
     pairs = list(zip(read_jsonl(before), read_jsonl(after)))
     if any(a.task_id != b.task_id for a, b in pairs):
         return None
-    return (sum(b.success and not a.success for a, b in pairs), sum(a.success and not b.success for a, b in pairs))
+    return (sum(b.success and not a.success for a, b in pairs), sum(a.success and not b.success for a, b in pairs),
+            len(pairs))
 
 
 def sign_test(gained: int, lost: int) -> float:
