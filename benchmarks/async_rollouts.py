@@ -65,9 +65,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
     parser.add_argument("--model", default="smollm2-135m", help="tiny: a smoke test of the script")
     args = parser.parse_args()
-    # the sizes llm_credit_assignment.common reads (the demo's, 2 tasks x 8 rollouts an update)
+    # the settings llm_credit_assignment.common reads (those of its recorded runs: 2 tasks x 8
+    # rollouts an update, temperature 0.8)
     args.eval_episodes, args.sft_episodes, args.max_turns, args.shaped_reward = 50, 32, 6, 0.5
-    args.tasks_per_update, args.group_size, args.lr = 2, 8, 1e-4
+    args.tasks_per_update, args.group_size, args.lr, args.temperature = 2, 8, 1e-4, 0.8
     import torch
     from llm_credit_assignment import sft_stage
 

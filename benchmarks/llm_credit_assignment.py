@@ -44,7 +44,7 @@ def common(args) -> list[str]:
         "--model", args.model, "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
         "--max-turns", str(args.max_turns), "--shaped-reward", str(args.shaped_reward),
         "--tasks-per-update", str(args.tasks_per_update), "--group-size", str(args.group_size),
-        "--lr", str(args.lr), "--no-progress"])
+        "--lr", str(args.lr), "--temperature", str(args.temperature), "--no-progress"])
     return [*demo.demo_overrides(demo_args), "tensorboard=false"]
 
 
@@ -216,6 +216,8 @@ def main() -> None:
     parser.add_argument("--sft-episodes", type=int, default=32)
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--shaped-reward", type=float, default=0.5)
+    parser.add_argument("--temperature", type=float, default=0.8,
+                        help="sampling temperature of training rollouts (default: 0.8, that of the recorded runs)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's choice)")
     parser.add_argument("--model", default="smollm2-135m", help="start model (tiny: a smoke test of the script)")
     parser.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "llm_credit_assignment.png"))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
+from turngym.agents.decode_step import KV, llama_decode_step
 
 
 @dataclass
@@ -262,7 +262,10 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     del after, layers
     lengths = [len(p) for p in prompts]
     width = max(lengths)
-    past = from_layers(_left_pad_stack(row_kv, width))
+    # the decoding steps: a direct step where it gives the same logits, else the module stack
+    direct = llama_decode_step(model)
+    kv = _left_pad_stack(row_kv, width)
+    past = None if direct else from_layers(kv)
     del row_kv
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
     for i, n in enumerate(lengths):
@@ -303,22 +306,26 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
             if cache is not None:
                 # the cache covers the prompt and every generated token but the last (not fed yet)
                 pad = width - lengths[row]
-                cache.store(prompts[row] + tokens[row][:-1], _row_kv(to_layers(past), b, pad, width + step))
+                cache.store(prompts[row] + tokens[row][:-1],
+                            _row_kv(kv if direct else to_layers(past), b, pad, width + step))
         if on_token is not None:
             on_token(len(live))
         if not keep:
             break
         if len(keep) < len(live):
             index = torch.tensor(keep, dtype=torch.long, device=device)
-            past = from_layers([(k.index_select(0, index), v.index_select(0, index))
-                                 for k, v in to_layers(past)])
+            kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in (kv if direct else to_layers(past))]
+            past = None if direct else from_layers(kv)
             attention = attention.index_select(0, index)
             positions = positions.index_select(0, index)
             chosen = chosen.index_select(0, index)
             live = [live[b] for b in keep]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
-        logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
-                                position_ids=positions.unsqueeze(-1))
+        if direct:
+            logits, kv = direct(chosen, positions, attention, kv)
+        else:
+            logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
+                                              position_ids=positions.unsqueeze(-1))
         positions = positions + 1
     return results
 

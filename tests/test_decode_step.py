@@ -1,0 +1,84 @@
+"""The direct decoding step (``decode_step.llama_decode_step``) gives exactly the module stack's
+tokens and log-probs, with and without LoRA adapters, and stands aside where it would not."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+from policy_models import one_torch_thread, tiny  # noqa: E402
+
+import turngym.agents.decoding as decoding  # noqa: E402
+from turngym.agents.decode_step import llama_decode_step  # noqa: E402
+from turngym.agents.models import use_cpu_attention  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_torch_thread():
+        yield
+
+
+def _bf16(lora: bool):
+    """The tiny model as load_model gives it in bfloat16 on CPU (cpu_attention on), optionally
+    wrapped in PEFT with random (non-zero) LoRA adapters."""
+    model, tokenizer = tiny()
+    model = copy.deepcopy(model).to(torch.bfloat16)
+    use_cpu_attention(model)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                 target_modules=["q_proj", "v_proj", "o_proj", "up_proj", "down_proj"]))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.05)
+        model.eval()
+    return model, tokenizer
+
+
+def _generate(model, tokenizer, *, direct: bool, monkeypatch, cache):
+    with monkeypatch.context() as m:
+        if not direct:
+            m.setattr(decoding, "llama_decode_step", lambda model: None)
+        torch.manual_seed(3)
+        # rows of different lengths (left padding), sampled, stopping at different steps (rows
+        # leave the batch) and storing their keys in the prefix cache
+        prompts = [list(range(5, 40)), list(range(7, 19)), list(range(100, 160)), list(range(5, 30))]
+        return decoding.generate(model, prompts, max_new_tokens=20, temperature=1.0, eos_ids=set(),
+                                 stop=["e"], decode=tokenizer.decode, cache=cache)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("lora", [False, True], ids=["plain", "lora"])
+def test_direct_step_gives_the_module_stacks_tokens_and_logprobs(lora, monkeypatch):
+    model, tokenizer = _bf16(lora)
+    assert llama_decode_step(model) is not None
+    caches = {True: decoding.PrefixCache(), False: decoding.PrefixCache()}
+    for _ in range(2):  # the second call starts from the prefixes the first one cached
+        direct = _generate(model, tokenizer, direct=True, monkeypatch=monkeypatch, cache=caches[True])
+        stack = _generate(model, tokenizer, direct=False, monkeypatch=monkeypatch, cache=caches[False])
+        assert [r.tokens for r in direct] == [r.tokens for r in stack]
+        assert [r.logprobs for r in direct] == [r.logprobs for r in stack]  # bit for bit
+        assert [r.finish_reason for r in direct] == [r.finish_reason for r in stack]
+    assert len({len(r.tokens) for r in direct}) > 1  # rows did leave the batch at different steps
+    for (ids_a, kv_a), (ids_b, kv_b) in zip(caches[True]._entries.values(), caches[False]._entries.values()):
+        assert list(ids_a) == list(ids_b)
+        assert all(torch.equal(ka, kb) and torch.equal(va, vb) for (ka, va), (kb, vb) in zip(kv_a, kv_b))
+
+
+@pytest.mark.model
+def test_direct_step_stands_aside_where_it_would_change_numbers():
+    model, _ = tiny()
+    assert llama_decode_step(copy.deepcopy(model)) is None  # float32: sdpa attention, not cpu_attention
+    bf16, _ = _bf16(lora=False)
+    bf16.train()
+    assert llama_decode_step(bf16) is None  # training mode (dropout)
+    bf16.eval()
+    assert llama_decode_step(bf16) is not None

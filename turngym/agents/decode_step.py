@@ -1,0 +1,145 @@
+"""One decoding step of a Llama-family model without transformers' module stack.
+
+At batch 1 on CPU a decoding step reads every weight once (268 MB for SmolLM2-135M in bfloat16)
+and runs thousands of small operator calls: transformers' layers, cache object, mask builder and
+PEFT wrappers dispatch about 7,000 aten calls per step. ``llama_decode_step`` does the same
+arithmetic, op for op and in the same dtypes, with the weights looked up once per call of
+``generate``, so its logits are bit-identical to ``model(...)`` (tested), at fewer calls.
+
+It applies only where that identity holds: a ``LlamaForCausalLM`` (optionally wrapped in PEFT with
+plain LoRA adapters) in bfloat16 on CPU, attending with ``models.cpu_attention`` (whose one-query
+branch this step repeats), default rotary embeddings. Anything else returns ``None`` and the
+caller keeps using the module stack.
+
+For one new token per row, with keys/values cached per layer::
+
+    h = x + o(attn(rope(q(n1(x))), [K; rope(k(n1(x)))], [V; v(n1(x))]))
+    x' = h + down(silu(gate(n2(h))) * up(n2(h)))
+    logits = lm_head(norm(x'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KV], tuple[torch.Tensor, KV]]
+
+
+def llama_decode_step(model) -> Step | None:
+    """``step(tokens [B], positions [B], attention [B, K+1] (1 = real key), kv) -> (logits [B, V], kv)``
+    for ``model`` as its weights are now, or ``None`` when the model does not qualify (see the
+    module docstring). ``kv`` holds K cached keys/values per layer; the step returns them with
+    the new token's appended."""
+    from turngym.agents.models import CPU_ATTENTION
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    if config is None or config.model_type != "llama" or type(base).__name__ != "LlamaForCausalLM":
+        return None
+    inner = base.model
+    weight = base.lm_head.weight
+    if (weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or base.training
+            or config._attn_implementation != CPU_ATTENTION or getattr(config, "pretraining_tp", 1) > 1
+            or getattr(inner.rotary_emb, "rope_type", "default") != "default" or config.hidden_act != "silu"):
+        return None
+    linears = []
+    for layer in inner.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        fns = [_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
+                                    mlp.gate_proj, mlp.up_proj, mlp.down_proj)]
+        if any(f is None for f in fns):
+            return None
+        linears.append((layer.input_layernorm, layer.post_attention_layernorm, fns))
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    scaling = inner.layers[0].self_attn.scaling
+    inv_freq = inner.rotary_emb.inv_freq.float()
+    rope_scale = inner.rotary_emb.attention_scaling
+    embed, final_norm, lm_head = inner.embed_tokens, inner.norm, _linear(base.lm_head)
+    if lm_head is None:
+        return None
+
+    @torch.no_grad()
+    def step(tokens: torch.Tensor, positions: torch.Tensor, attention: torch.Tensor, kv: KV):
+        x = embed(tokens.unsqueeze(-1))                                   # [B, 1, hidden]
+        batch = x.shape[0]
+        freqs = positions[:, None, None].float() * inv_freq              # as LlamaRotaryEmbedding
+        angles = torch.cat((freqs, freqs), dim=-1)
+        cos = (angles.cos() * rope_scale).to(x.dtype).unsqueeze(1)
+        sin = (angles.sin() * rope_scale).to(x.dtype).unsqueeze(1)
+        keep = attention.bool()[:, None, None, :]                        # [B, 1, 1, K+1]
+        out: KV = []
+        for (norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down)), (keys, values) in zip(linears, kv):
+            h = _rms(x, norm1)
+            q = q_proj(h).view(batch, 1, heads, dim).transpose(1, 2)
+            k = k_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
+            v = v_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            keys, values = torch.cat([keys, k], dim=-2), torch.cat([values, v], dim=-2)
+            out.append((keys, values))
+            # cpu_attention's one-query branch: the query heads sharing a key head are its rows
+            grouped = q.reshape(batch, kv_heads, heads // kv_heads, dim)
+            scores = torch.matmul(grouped, keys.transpose(2, 3)).float() * scaling
+            scores = scores.masked_fill(~keep, float("-inf"))
+            a = torch.matmul(scores.softmax(-1).to(values.dtype), values)
+            a = a.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous().reshape(batch, 1, -1).contiguous()
+            x = x + o_proj(a)
+            h = _rms(x, norm2)
+            x = x + down(F.silu(gate(h)) * up(h))
+        return lm_head(_rms(x, final_norm)[:, -1]), out
+
+    return step
+
+
+def _rms(x: torch.Tensor, norm) -> torch.Tensor:
+    """LlamaRMSNorm's arithmetic: float32 statistics, the weight applied in the input dtype."""
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * h.to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _linear(module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """``module``'s forward as one closure: a plain ``nn.Linear``, or a PEFT LoRA linear with
+    vanilla adapters (computed as PEFT does: base output plus ``B(A(x)) * scaling`` per active
+    adapter, in the adapter's dtype); ``None`` for anything else."""
+    if type(module) is torch.nn.Linear:
+        w, b = module.weight, module.bias
+        return lambda x: F.linear(x, w, b)
+    try:
+        from peft.tuners.lora.layer import Linear as LoraLinear
+    except ImportError:
+        return None
+    if type(module) is not LoraLinear or type(module.base_layer) is not torch.nn.Linear:
+        return None
+    base = _linear(module.base_layer)
+    if module.disable_adapters or module.merged:
+        return base
+    adapters = []
+    for name in module.active_adapters:
+        if name not in module.lora_A:
+            continue
+        dropout = module.lora_dropout[name]
+        if name in module.lora_variant or not (isinstance(dropout, torch.nn.Identity) or not dropout.training):
+            return None
+        if module.lora_bias.get(name, False) or module.use_dora.get(name, False):
+            return None
+        adapters.append((module.lora_A[name].weight, module.lora_B[name].weight, module.scaling[name]))
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        result = base(x)
+        dtype = result.dtype
+        for a, b, scaling in adapters:
+            result = result + F.linear(F.linear(x.to(a.dtype), a), b) * scaling
+        return result.to(dtype)
+
+    return forward
