@@ -6,8 +6,8 @@ at lag 0, 1 and 2, in the same run.
 
 Every lag runs the same training from the same start: SmolLM2-135M after the demo's SFT (the
 shared SFT stage of ``llm_credit_assignment.py``, reused from ``--sft-dir`` when it is there), a
-fresh LoRA adapter, the demo's env, rewards and prompt, ``--updates`` GiGPO updates of 2 tasks x 8
-rollouts with one seed, then one held-out evaluation (50 episodes, greedy). Per lag it prints the
+fresh LoRA adapter, the demo's env and prompt (shaped reward 0.5, temperature 0.8),
+``--updates`` GiGPO updates of 2 tasks x 8 rollouts with one seed, then one held-out evaluation (50 episodes, greedy). Per lag it prints the
 wall seconds of ``train`` without the final evaluation (model load and the async worker's copy
 of the model included), RL episodes per minute, generated tokens per second, how long the
 learner waited for rollouts, the mean policy lag, and held-out success after the same number of
