@@ -264,8 +264,9 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     width = max(lengths)
     # the decoding steps: a direct step where it gives the same logits, else the module stack
     direct = llama_decode_step(model)
-    kv = _left_pad_stack(row_kv, width)
-    past = None if direct else from_layers(kv)
+    kv, past = _left_pad_stack(row_kv, width), None
+    if not direct:
+        kv, past = None, from_layers(kv)  # the cache object holds them from here on
     del row_kv
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
     for i, n in enumerate(lengths):
