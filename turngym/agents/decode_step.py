@@ -1,10 +1,11 @@
-"""One decoding step of a Llama-family model without transformers' module stack.
+"""One decoding step of a Llama-family model without transformers' layer modules.
 
 At batch 1 on CPU a decoding step reads every weight once (268 MB for SmolLM2-135M in bfloat16)
 and runs thousands of small operator calls: transformers' layers, cache object, mask builder and
 PEFT wrappers dispatch about 7,000 aten calls per step. ``llama_decode_step`` does the same
-arithmetic, op for op and in the same dtypes, with the weights looked up once per call of
-``generate``, so its logits are bit-identical to ``model(...)`` (tested), at fewer calls.
+arithmetic, op for op and in the same dtypes (the norms and the rotary embedding are
+transformers' own), with the weights looked up once per call of ``generate``, so its logits are
+bit-identical to ``model(...)`` (tested), at fewer calls.
 
 It applies only where that identity holds: a ``LlamaForCausalLM`` (optionally wrapped in PEFT with
 plain LoRA adapters) in bfloat16 on CPU, attending with ``models.cpu_attention`` (whose one-query
@@ -34,6 +35,8 @@ def llama_decode_step(model) -> Step | None:
     for ``model`` as its weights are now, or ``None`` when the model does not qualify (see the
     module docstring). ``kv`` holds K cached keys/values per layer; the step returns them with
     the new token's appended."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
     from turngym.agents.models import CPU_ATTENTION
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -69,17 +72,16 @@ def llama_decode_step(model) -> Step | None:
         batch = x.shape[0]
         freqs = positions[:, None, None].float() * inv_freq              # as LlamaRotaryEmbedding
         angles = torch.cat((freqs, freqs), dim=-1)
-        cos = (angles.cos() * rope_scale).to(x.dtype).unsqueeze(1)
-        sin = (angles.sin() * rope_scale).to(x.dtype).unsqueeze(1)
+        cos = (angles.cos() * rope_scale).to(x.dtype)
+        sin = (angles.sin() * rope_scale).to(x.dtype)
         keep = attention.bool()[:, None, None, :]                        # [B, 1, 1, K+1]
         out: KV = []
         for (norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down)), (keys, values) in zip(linears, kv):
-            h = _rms(x, norm1)
+            h = norm1(x)
             q = q_proj(h).view(batch, 1, heads, dim).transpose(1, 2)
             k = k_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
             v = v_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
             keys, values = torch.cat([keys, k], dim=-2), torch.cat([values, v], dim=-2)
             out.append((keys, values))
             # cpu_attention's one-query branch: the query heads sharing a key head are its rows
@@ -87,25 +89,13 @@ def llama_decode_step(model) -> Step | None:
             scores = torch.matmul(grouped, keys.transpose(2, 3)).float() * scaling
             scores = scores.masked_fill(~keep, float("-inf"))
             a = torch.matmul(scores.softmax(-1).to(values.dtype), values)
-            a = a.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous().reshape(batch, 1, -1).contiguous()
+            a = a.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous().reshape(batch, 1, -1)
             x = x + o_proj(a)
-            h = _rms(x, norm2)
+            h = norm2(x)
             x = x + down(F.silu(gate(h)) * up(h))
-        return lm_head(_rms(x, final_norm)[:, -1]), out
+        return lm_head(final_norm(x)[:, -1]), out
 
     return step
-
-
-def _rms(x: torch.Tensor, norm) -> torch.Tensor:
-    """LlamaRMSNorm's arithmetic: float32 statistics, the weight applied in the input dtype."""
-    h = x.to(torch.float32)
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def _linear(module) -> Callable[[torch.Tensor], torch.Tensor] | None:

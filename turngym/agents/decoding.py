@@ -264,9 +264,8 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     width = max(lengths)
     # the decoding steps: a direct step where it gives the same logits, else the module stack
     direct = llama_decode_step(model)
-    kv, past = _left_pad_stack(row_kv, width), None
-    if not direct:
-        kv, past = None, from_layers(kv)  # the cache object holds them from here on
+    kv = _left_pad_stack(row_kv, width)            # the decoding caches, per layer
+    past = None if direct else from_layers(kv)     # the module stack's cache object, kept in step
     del row_kv
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
     for i, n in enumerate(lengths):
@@ -307,15 +306,14 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
             if cache is not None:
                 # the cache covers the prompt and every generated token but the last (not fed yet)
                 pad = width - lengths[row]
-                cache.store(prompts[row] + tokens[row][:-1],
-                            _row_kv(kv if direct else to_layers(past), b, pad, width + step))
+                cache.store(prompts[row] + tokens[row][:-1], _row_kv(kv, b, pad, width + step))
         if on_token is not None:
             on_token(len(live))
         if not keep:
             break
         if len(keep) < len(live):
             index = torch.tensor(keep, dtype=torch.long, device=device)
-            kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in (kv if direct else to_layers(past))]
+            kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in kv]
             past = None if direct else from_layers(kv)
             attention = attention.index_select(0, index)
             positions = positions.index_select(0, index)
@@ -327,6 +325,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
         else:
             logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
                                               position_ids=positions.unsqueeze(-1))
+            kv = to_layers(past)
         positions = positions + 1
     return results
 
