@@ -1,9 +1,12 @@
 """The direct decoding step (``decode_step.llama_decode_step``) gives exactly the module stack's
-tokens and log-probs, with and without LoRA adapters, and stands aside where it would not."""
+tokens and log-probs, with and without LoRA adapters, and stands aside where it would not; with
+one row on the main thread (torch's own matmul kernels) it matches to bfloat16 rounding."""
 
 from __future__ import annotations
 
 import copy
+import functools
+import threading
 
 import pytest
 
@@ -11,8 +14,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from policy_models import one_torch_thread, tiny  # noqa: E402
+from policy_models import load_in_cache, one_torch_thread, smollm2, tiny  # noqa: E402
 
+import turngym.agents.decode_step as decode_step  # noqa: E402
 import turngym.agents.decoding as decoding  # noqa: E402
 from turngym.agents.decode_step import llama_decode_step  # noqa: E402
 from turngym.agents.models import use_cpu_attention  # noqa: E402
@@ -58,6 +62,7 @@ def _generate(model, tokenizer, *, direct: bool, monkeypatch, cache):
 @pytest.mark.model
 @pytest.mark.parametrize("lora", [False, True], ids=["plain", "lora"])
 def test_direct_step_gives_the_module_stacks_tokens_and_logprobs(lora, monkeypatch):
+    monkeypatch.setattr(decode_step, "NATIVE_GEMV_ROWS", 0)  # oneDNN matmuls at every batch size
     model, tokenizer = _bf16(lora)
     assert llama_decode_step(model) is not None
     caches = {True: decoding.PrefixCache(), False: decoding.PrefixCache()}
@@ -82,3 +87,47 @@ def test_direct_step_stands_aside_where_it_would_change_numbers():
     assert llama_decode_step(bf16) is None  # training mode (dropout)
     bf16.eval()
     assert llama_decode_step(bf16) is not None
+
+
+@functools.cache
+def _smollm2_bf16():
+    smollm2()  # converted into the test cache once
+    model, _ = load_in_cache("smollm2-135m", device="cpu", dtype="bfloat16")
+    assert llama_decode_step(model) is not None
+    return model
+
+
+def _one_row(model, *, direct: bool, monkeypatch):
+    with monkeypatch.context() as m:
+        if not direct:
+            m.setattr(decoding, "llama_decode_step", lambda model: None)
+        return decoding.generate(model, [list(range(1000, 1040))], max_new_tokens=40, temperature=0.0,
+                                 eos_ids=set())[0]
+
+
+@pytest.mark.model
+def test_one_row_on_torchs_kernels_matches_to_rounding_and_restores_onednn(monkeypatch):
+    model = _smollm2_bf16()  # on the tiny model's small matmuls both kernels round alike
+    direct = _one_row(model, direct=True, monkeypatch=monkeypatch)
+    assert torch._C._get_mkldnn_enabled()  # the switch is back on after the step
+    stack = _one_row(model, direct=False, monkeypatch=monkeypatch)
+    assert direct.tokens == stack.tokens  # greedy: the same 40 tokens
+    gaps = [abs(a - b) for a, b in zip(direct.logprobs, stack.logprobs)]
+    assert 0 < max(gaps) < 0.3, gaps  # different rounding, within a few bfloat16 steps of a logit
+    # a broken step is far off (here: the first layer's attention scale doubled)
+    attn = model.model.layers[0].self_attn
+    monkeypatch.setattr(attn, "scaling", 2 * attn.scaling)
+    broken = _one_row(model, direct=True, monkeypatch=monkeypatch)
+    assert broken.tokens != stack.tokens or max(abs(a - b) for a, b in zip(broken.logprobs, stack.logprobs)) > 0.3
+
+
+@pytest.mark.model
+def test_one_row_off_the_main_thread_keeps_onednn_and_exact_numbers(monkeypatch):
+    model = _smollm2_bf16()
+    found = {}
+    worker = threading.Thread(target=lambda: found.update(r=_one_row(model, direct=True, monkeypatch=monkeypatch)))
+    worker.start()
+    worker.join()
+    stack = _one_row(model, direct=False, monkeypatch=monkeypatch)
+    assert found["r"].tokens == stack.tokens
+    assert found["r"].logprobs == stack.logprobs  # bit for bit

@@ -7,7 +7,18 @@ arithmetic, op for op and in the same dtypes (the norms and the rotary embedding
 transformers' own), with the weights looked up once per call of ``generate``, so its logits are
 bit-identical to ``model(...)`` (tested), at fewer calls.
 
-It applies only where that identity holds: a ``LlamaForCausalLM`` (optionally wrapped in PEFT with
+One exception, for speed: with a single row (``NATIVE_GEMV_ROWS``), called from the main thread,
+the weight matmuls run on torch's own CPU kernels instead of oneDNN's. For one row oneDNN's bf16
+kernel reads weights at about 11 GB/s and torch's at 23-26 GB/s (2 threads), which takes a
+batch-1 step from 43 to 31 ms at 500 cached tokens. Their sums round differently, so at batch 1
+the logits equal the module stack's up to bfloat16 rounding (tested), not bit for bit. The switch
+(``torch._C._set_mkldnn_enabled``) is process-wide, so it is flipped only around those matmuls
+and only on the main thread; turngym's other torch threads (the asynchronous rollout worker, the
+policy server's generator) keep oneDNN, and the rollout worker never samples while the main
+thread evaluates (``rng_lock``). Attention stays on oneDNN, whose kernels are the fast ones there
+(torch's own took a step at 8,000 cached tokens from 63 to 182 ms).
+
+The direct step applies only where its arithmetic is the module stack's: a ``LlamaForCausalLM`` (optionally wrapped in PEFT with
 plain LoRA adapters) in bfloat16 on CPU, attending with ``models.cpu_attention`` (whose one-query
 branch this step repeats), default rotary embeddings. Anything else returns ``None`` and the
 caller keeps using the module stack.
@@ -21,6 +32,7 @@ For one new token per row, with keys/values cached per layer::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import torch
@@ -28,6 +40,7 @@ import torch.nn.functional as F
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KV], tuple[torch.Tensor, KV]]
+NATIVE_GEMV_ROWS = 1  # batches up to this size run their weight matmuls on torch's own kernels
 
 
 def llama_decode_step(model) -> Step | None:
@@ -75,21 +88,49 @@ def llama_decode_step(model) -> Step | None:
         cos = (angles.cos() * rope_scale).to(x.dtype)
         sin = (angles.sin() * rope_scale).to(x.dtype)
         keep = attention.bool()[:, None, None, :]                        # [B, 1, 1, K+1]
+        masked = not bool(keep.all())
+        native = (batch <= NATIVE_GEMV_ROWS and torch._C._get_mkldnn_enabled()
+                  and threading.current_thread() is threading.main_thread())
+        try:
+            logits, out = layers(x, cos, sin, keep, masked, native, kv)
+        finally:
+            if native:
+                torch._C._set_mkldnn_enabled(True)
+        return logits, out
+
+    def layers(x, cos, sin, keep, masked, native, kv):
+        batch = x.shape[0]
         out: KV = []
         for (norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down)), (keys, values) in zip(linears, kv):
+            if native:
+                torch._C._set_mkldnn_enabled(False)
             h = norm1(x)
             q = q_proj(h).view(batch, 1, heads, dim).transpose(1, 2)
             k = k_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
             v = v_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            keys, values = torch.cat([keys, k], dim=-2), torch.cat([values, v], dim=-2)
+            if native:
+                torch._C._set_mkldnn_enabled(True)
+            keys, values = _append(keys, k), _append(values, v)
             out.append((keys, values))
             # cpu_attention's one-query branch: the query heads sharing a key head are its rows
             grouped = q.reshape(batch, kv_heads, heads // kv_heads, dim)
-            scores = torch.matmul(grouped, keys.transpose(2, 3)).float() * scaling
-            scores = scores.masked_fill(~keep, float("-inf"))
-            a = torch.matmul(scores.softmax(-1).to(values.dtype), values)
+            if batch == 1:
+                scores = torch.stack([F.linear(grouped[0, g], keys[0, g]) for g in range(kv_heads)])[None]
+            else:
+                keys = keys.contiguous()
+                scores = torch.matmul(grouped, keys.transpose(2, 3))
+            scores = scores.float() * scaling
+            if masked:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            p = scores.softmax(-1).to(values.dtype)
+            if batch == 1:
+                a = torch.stack([torch.mm(p[0, g], values[0, g]) for g in range(kv_heads)])[None]
+            else:
+                a = torch.matmul(p, values.contiguous())
             a = a.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous().reshape(batch, 1, -1)
+            if native:
+                torch._C._set_mkldnn_enabled(False)
             x = x + o_proj(a)
             h = norm2(x)
             x = x + down(F.silu(gate(h)) * up(h))
@@ -133,3 +174,22 @@ def _linear(module) -> Callable[[torch.Tensor], torch.Tensor] | None:
         return result.to(dtype)
 
     return forward
+
+
+def _append(cache: torch.Tensor, new: torch.Tensor, room: int = 256) -> torch.Tensor:
+    """``cache`` [B, H, T, D] with ``new`` [B, H, 1, D] appended along T. When ``cache`` is a view
+    into a longer buffer (``cache.stride(1)`` spans more than T rows), ``new`` is written in place
+    past its end; otherwise it moves to a new buffer with ``room`` more rows. Copying the whole
+    cache every step (``torch.cat``) cost as much as the attention itself at a few thousand
+    tokens."""
+    batch, heads, length, dim = cache.shape
+    rows = cache.stride(1) // dim
+    end = cache.storage_offset() + ((batch - 1) * heads + heads - 1) * rows * dim + (length + 1) * dim
+    if not (rows > length and cache.stride(0) == heads * rows * dim and cache.stride(2) == dim
+            and cache.stride(3) == 1 and end * cache.element_size() <= cache.untyped_storage().nbytes()):
+        buffer = cache.new_empty(batch, heads, length + room, dim)
+        buffer[:, :, :length] = cache
+        cache = buffer[:, :, :length]
+    grown = cache.as_strided((batch, heads, length + 1, dim), cache.stride())
+    grown[:, :, length:] = new
+    return grown
