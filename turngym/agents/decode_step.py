@@ -47,7 +47,8 @@ def llama_decode_step(model) -> Step | None:
     """``step(tokens [B], positions [B], attention [B, K+1] (1 = real key), kv) -> (logits [B, V], kv)``
     for ``model`` as its weights are now, or ``None`` when the model does not qualify (see the
     module docstring). ``kv`` holds K cached keys/values per layer; the step returns them with
-    the new token's appended."""
+    the new token's appended, written in place when a tensor is a view with room past its end
+    (see ``_append``), so the caller hands over ``kv`` and keeps only what the step returns."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from turngym.agents.models import CPU_ATTENTION
