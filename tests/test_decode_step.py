@@ -113,7 +113,9 @@ def test_one_row_on_torchs_kernels_matches_to_rounding_and_restores_onednn(monke
     stack = _one_row(model, direct=False, monkeypatch=monkeypatch)
     assert direct.tokens == stack.tokens  # greedy: the same 40 tokens
     gaps = [abs(a - b) for a, b in zip(direct.logprobs, stack.logprobs)]
-    assert 0 < max(gaps) < 0.3, gaps  # different rounding, within a few bfloat16 steps of a logit
+    # torch's kernels round differently (on this project's CPUs; elsewhere they may agree), within
+    # a few bfloat16 steps of a logit
+    assert max(gaps) < 0.3, gaps
     # a broken step is far off (here: the first layer's attention scale doubled)
     attn = model.model.layers[0].self_attn
     monkeypatch.setattr(attn, "scaling", 2 * attn.scaling)
