@@ -32,7 +32,7 @@ def demo_overrides(args) -> list[str]:
     - SFT on 32 expert episodes, 2 epochs: held-out success about 0.2, a policy that sometimes
       succeeds when sampled, with room left for RL;
     - temperature 0.8, replies cut at the end of the action: diverse groups without the junk a
-      small model samples at 1.0;
+      small model samples at 1.0; SFT's loss is taken at the same temperature;
     - 8 updates of 2 tasks x 8 rollouts (16 episodes generated together), about 12 minutes in
       all: 8 updates of 4 x 8 gained more in a run (0.20 -> 0.34 against 0.28) but take about
       19-20 minutes (``--tasks-per-update 4``); 9 updates, 6 of 4 x 8 and 9 of 4 x 4 gained no more;
@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks-per-update", type=int, default=2, help="tasks per update (default: 2)")
     p.add_argument("--lr", type=float, default=1e-4, help="RL learning rate (LoRA; default: 1e-4)")
     p.add_argument("--temperature", type=float, default=0.8,
-                   help="sampling temperature of training rollouts (default: 0.8)")
+                   help="sampling temperature of training rollouts and of SFT's loss (default: 0.8)")
     p.add_argument("--shaped-reward", type=float, default=0.5,
                    help="weight of the env's progress reward (default: 0.5; 0 = success only)")
     p.add_argument("--invalid-penalty", type=float, default=0.1,

@@ -20,8 +20,8 @@ thread evaluates (``rng_lock``). Attention stays on oneDNN, whose kernels are th
 
 The direct step applies only where its arithmetic is the module stack's: a ``LlamaForCausalLM``
 (optionally wrapped in PEFT with plain LoRA adapters) in bfloat16 on CPU, attending with
-``models.cpu_attention`` (whose one-query branch this step repeats), default rotary embeddings. Anything else returns ``None`` and the
-caller keeps using the module stack.
+``models.cpu_attention`` (whose one-query branch this step repeats), default rotary embeddings.
+Anything else returns ``None`` and the caller keeps using the module stack.
 
 For one new token per row, with keys/values cached per layer::
 
@@ -92,6 +92,8 @@ def llama_decode_step(model) -> Step | None:
         masked = not bool(keep.all())
         native = (batch <= NATIVE_GEMV_ROWS and torch._C._get_mkldnn_enabled()
                   and threading.current_thread() is threading.main_thread())
+        if native:
+            torch._C._set_mkldnn_enabled(False)  # back on for attention only
         try:
             logits, out = layers(x, cos, sin, keep, masked, native, kv)
         finally:
@@ -103,8 +105,6 @@ def llama_decode_step(model) -> Step | None:
         batch = x.shape[0]
         out: KV = []
         for (norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down)), (keys, values) in zip(linears, kv):
-            if native:
-                torch._C._set_mkldnn_enabled(False)
             h = norm1(x)
             q = q_proj(h).view(batch, 1, heads, dim).transpose(1, 2)
             k = k_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)

@@ -262,7 +262,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     del after, layers
     lengths = [len(p) for p in prompts]
     width = max(lengths)
-    # the decoding steps: a direct step where it gives the same logits, else the module stack
+    # the decoding steps: a direct step where the model qualifies (see decode_step), else the module stack
     direct = llama_decode_step(model)
     kv = _left_pad_stack(row_kv, width)            # the decoding caches, per layer
     past = None if direct else from_layers(kv)     # the module stack's cache object, kept in step
