@@ -33,9 +33,10 @@ def demo_overrides(args) -> list[str]:
       succeeds when sampled, with room left for RL;
     - temperature 0.8, replies cut at the end of the action: diverse groups without the junk a
       small model samples at 1.0; SFT's loss is taken at the same temperature;
-    - 11 updates of 2 tasks x 8 rollouts (16 episodes generated together), 14.7-15.7 minutes
+    - 10 updates of 2 tasks x 8 rollouts (16 episodes generated together), about 13-15 minutes
       in all on two cores: 8 updates gained +0.08 at seeds 0 and 1 (0.20 -> 0.28, 0.26 -> 0.34),
-      11 gained +0.10 and +0.12; 8 updates of 4 x 8 gained as much but take about 19-20 minutes;
+      10 gained +0.10 at both (0.30, 0.36), 11 took 15.7 minutes at seed 1; 8 updates of 4 x 8
+      gained as much but take about 19-20 minutes;
     - advantages not divided by their group's spread (``scale: false``): with the spread, a
       group whose members all failed turned a 0.2 difference in return (one more rejected
       command) into an advantage of -5, as large as a success's; without it a success outweighs
@@ -76,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                    help="weights and compute dtype (auto: bfloat16 where the CPU computes it natively, "
                         "AVX512-BF16 or AMX, else float32)")
-    p.add_argument("--updates", type=int, default=11, help="GiGPO updates (default: 11)")
+    p.add_argument("--updates", type=int, default=10, help="GiGPO updates (default: 10)")
     p.add_argument("--group-size", type=int, default=8, help="rollouts per task in a GiGPO group (default: 8)")
     p.add_argument("--tasks-per-update", type=int, default=2, help="tasks per update (default: 2)")
     p.add_argument("--lr", type=float, default=1e-4, help="RL learning rate (LoRA; default: 1e-4)")
