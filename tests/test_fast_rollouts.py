@@ -210,34 +210,6 @@ def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
     assert g0.abs().max() > 0.1 and torch.allclose(g0, g1, rtol=0, atol=1e-6)
 
 
-def test_cpu_attention_prompt_after_cached_keys_is_sdpa_bit_for_bit():
-    """A masked multi-token query (a prompt after cached keys) reads each key/value head in place
-    (``enable_gqa``) instead of copying it per query head: transformers' result, bit for bit,
-    with padding masked; with gradients on, transformers' own path runs."""
-    from types import SimpleNamespace
-
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    from turngym.agents.models import cpu_attention
-
-    module = SimpleNamespace(num_key_value_groups=3, training=False, is_causal=True)
-    gen = torch.Generator().manual_seed(0)
-    for new, cached in [(4, 30), (37, 300)]:
-        keys = new + cached
-        query = torch.randn(2, 9, new, 16, generator=gen).to(torch.bfloat16)
-        key, value = (torch.randn(2, 3, keys, 16, generator=gen).to(torch.bfloat16) for _ in range(2))
-        mask = torch.ones(new, keys, dtype=torch.bool).tril(cached)[None, None].repeat(2, 1, 1, 1)
-        mask[1, ..., :5] = False  # the second row's left padding
-        with torch.no_grad():
-            ours, _ = cpu_attention(module, query, key, value, mask, scaling=0.25)
-            theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
-        assert ours.shape == theirs.shape == (2, new, 9, 16)
-        assert torch.equal(ours, theirs)
-    query.requires_grad_(True)
-    out, _ = cpu_attention(module, query, key, value, mask, scaling=0.25)
-    assert torch.equal(out.detach(), theirs)
-
-
 @pytest.mark.model
 def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
     """The decoding path of ``cpu_attention`` (one query, keys shared by groups of query heads,

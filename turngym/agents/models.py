@@ -126,14 +126,6 @@ def cpu_attention(module, query, key, value, attention_mask, scaling=None, dropo
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if (query.shape[2] > 1 and query.device.type == "cpu" and not torch.is_grad_enabled()
-            and attention_mask is not None and attention_mask.dtype == torch.bool and key.shape[1] != query.shape[1]):
-        # a prompt after cached keys (a mask is needed): transformers copies each key/value head
-        # for its query heads first (repeat_kv); the fused kernel reads them in place, with the
-        # same result bit for bit (tested), 1.5-2x faster at 250 new tokens after 1,500-3,000
-        out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
-                                                               scale=scaling, enable_gqa=True)
-        return out.transpose(1, 2).contiguous(), None
     if query.shape[2] != 1 or query.device.type != "cpu" or query.dtype != torch.bfloat16 or module.training:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
