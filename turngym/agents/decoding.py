@@ -180,8 +180,11 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: 
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(tokens, log-probs, entropies) for ``logits`` [B, V].
 
-    Log-probs and entropies are those of ``softmax(logits / T)`` before any top-k/top-p cut
-    (T = 1 for greedy, ``temperature=0``), which is what ``score_completions`` recomputes.
+    The log-probs are the behaviour policy's: those of the distribution the token was drawn
+    from, ``softmax(logits / T)`` renormalised over what a top-k/top-p cut kept (T = 1 for
+    greedy, ``temperature=0``). Without a cut that is what ``score_completions`` recomputes;
+    with one, the trainer scores the uncut policy itself and corrects for the cut with an
+    importance weight (``losses.truncated_is_weight``). Entropies are the uncut distribution's.
     """
     logits = logits.float()
     greedy = temperature <= 0
@@ -202,6 +205,8 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: 
             drop[:, 0] = False
             cut = cut.masked_fill(drop.scatter(1, order, drop), float("-inf"))
         tokens = torch.multinomial(cut.softmax(-1), 1).squeeze(-1)
+        if cut is not log_probs:  # what was sampled from: the kept tokens, renormalised
+            log_probs = torch.log_softmax(cut, dim=-1)
     return tokens, log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropies
 
 

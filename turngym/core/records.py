@@ -36,6 +36,7 @@ class Step:
     loss_mask: list[int] = field(default_factory=list)  # 1 on completion tokens the loss may use
     spans: dict[str, list[int]] = field(default_factory=dict)  # name -> [start, end) chars of reply
     advantage: float | None = None   # filled in by a trainer, shown by the viewer
+    finish_reason: str = "stop"      # the reply ended at a stop ("stop") or at its token limit ("length")
 
     def __post_init__(self):
         if self.reply is None:  # a scripted turn, a str policy, or a file from before replies were kept

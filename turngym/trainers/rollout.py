@@ -93,7 +93,9 @@ def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
                 continue
             conv = conversation_at(traj, t)
             step.prompt_ids = policy.encode(build_messages(conv, policy.prompt), conv.tools)
-            step.completion_ids = policy.encode_text(reply_of(step)) + ([eos] if eos is not None else [])
+            # the end-of-turn token only where the reply ended (a reply cut at its token limit did not)
+            ended = eos is not None and step.finish_reason != "length"
+            step.completion_ids = policy.encode_text(reply_of(step)) + ([eos] if ended else [])
             step.loss_mask = [1] * len(step.completion_ids)
             step.logprobs, step.entropies = [], []
             filled += 1

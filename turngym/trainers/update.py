@@ -57,20 +57,24 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         dropped, samples = len(samples) - len(kept), kept
     if not samples and world()[1] == 1:
         return {"policy/zero_advantage_turns": dropped}
-    lagged = cfg.max_lag > 0
-    # asynchronous rollouts (decoupled PPO, see losses.truncated_is_weight): every turn is scored
-    # at the current weights (the proximal policy); the recorded log-probs become the behaviour's
-    missing = samples if lagged else [s for s in samples if not s.old_logprobs]
+    # The recorded log-probs are the behaviour policy's. Two cases sample from something other
+    # than the policy the loss optimises: asynchronous rollouts (older weights) and a top-k/top-p
+    # cut (a renormalised distribution). Then every turn is scored at the current weights (the
+    # proximal policy, the clip's anchor) and the recorded log-probs only enter the importance
+    # weight (decoupled PPO, see losses.truncated_is_weight).
+    decoupled = cfg.max_lag > 0 or cuts_sampling(tr.policy)
+    missing = samples if decoupled else [s for s in samples if not s.old_logprobs]
     for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
         scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
         for s, lp in zip(chunk, scores.to_lists()[0]):
-            if lagged:
+            if decoupled:
                 s.behaviour_logprobs = s.old_logprobs or lp
             s.old_logprobs = lp
     sums = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/value": 0.0, "policy/clip_frac": 0.0,
             "policy/grad_norm": 0.0}
-    if lagged:
+    if decoupled:
         sums.update({"policy/is_weight": 0.0, "policy/is_truncated_frac": 0.0})
+    first = FirstRatios()  # the first minibatch, before any step: its ratios should all be 1
     n_steps = 0
     device = next(tr.model.parameters()).device
     tr.model.train()
@@ -98,8 +102,10 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
                 adv = _pad([s.advantages for s in micro], width, device)
                 # padding and any token the record masks out (e.g. a forced prefix) carry no loss
                 mask = scores.mask * _pad([s.loss_mask for s in micro], width, device)
+                if epoch == 0 and i == 0:
+                    first.add(scores.logprobs.detach(), old, mask)
                 weights = None
-                if lagged:
+                if decoupled:
                     behaviour = _pad([s.behaviour_logprobs for s in micro], width, device)
                     weights = truncated_is_weight(old, behaviour, cfg.is_cap)
                     sums["policy/is_weight"] += float((weights * mask).sum() / num_tokens)
@@ -131,12 +137,52 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
             n_steps += 1
     tr.model.eval()
     out = {k: v / max(n_steps, 1) for k, v in sums.items()}
+    out.update(first.metrics())
+    if first.outside_clip(cfg.clip_low, cfg.clip_high):
+        tr.log(f"warning: before the first optimizer step the ratio pi/pi_old left 1 by more than the clip "
+               f"(max |ratio - 1| = {out['policy/first_ratio_max_dev']:.3f}, mean ratio "
+               f"{out['policy/first_ratio_mean']:.4f}): the log-probs recorded at sampling do not match the "
+               "scorer's (a dtype, template or alignment mismatch)")
     if cfg.kl_coef == 0:
         out.pop("loss/kl")
     if tr.value_head is None:
         out.pop("loss/value")
     out["policy/zero_advantage_turns"] = dropped
     return out
+
+
+def cuts_sampling(policy) -> bool:
+    """Whether ``policy`` samples from a top-k/top-p cut of its distribution."""
+    options = getattr(policy, "sampling", None)
+    return options is not None and (options.top_p < 1.0 or options.top_k > 0)
+
+
+class FirstRatios:
+    """pi/pi_old on the first minibatch's tokens, before any optimizer step of the update.
+
+    There the weights are those that sampled, so every ratio is 1 up to rounding; a ratio that
+    leaves 1 shows the sampler and the scorer disagree (dtype drift, a template change, log-probs
+    recorded one token off). Logged as ``policy/first_ratio_mean`` and ``..._max_dev``.
+    """
+
+    def __init__(self):
+        self.total, self.count, self.max_dev = 0.0, 0.0, 0.0
+
+    def add(self, logprobs: torch.Tensor, old: torch.Tensor, mask: torch.Tensor) -> None:
+        ratio = torch.exp(logprobs - old)
+        on = mask > 0
+        if on.any():
+            self.total += float(ratio[on].sum())
+            self.count += float(on.sum())
+            self.max_dev = max(self.max_dev, float((ratio[on] - 1).abs().max()))
+
+    def metrics(self) -> dict[str, float]:
+        if not self.count:
+            return {}
+        return {"policy/first_ratio_mean": self.total / self.count, "policy/first_ratio_max_dev": self.max_dev}
+
+    def outside_clip(self, clip_low: float, clip_high: float) -> bool:
+        return self.count > 0 and self.max_dev > min(clip_low, clip_high)
 
 
 def _pad(rows: list[list[float]], width: int, device) -> torch.Tensor:
