@@ -217,3 +217,51 @@ def test_mcp_calculator_division_by_zero_is_an_error():
         assert not is_error and text.strip() == "42"
     finally:
         session.close()
+
+
+#: one env of each family (and tools mode): a step after the end raises ResetNeeded in all of them
+AFTER_END_IDS = ["turngym/Household-v0", "turngym/Household-tools-v0", "turngym/Shop-v0",
+                 "turngym/ToolQA-v0", "turngym/CodeHumanEval-v0", "turngym/CodeRepair-v0",
+                 "turngym/Negotiation-buyer-v0", "turngym/Negotiation-seller-v0", "turngym/Auction-v0",
+                 "turngym/CoopHousehold-v0", "turngym/miniwob.click-test-v0"]
+
+
+@pytest.mark.parametrize("env_id", [p for p in _params() if p.values[0] in AFTER_END_IDS])
+def test_a_step_after_the_end_raises_reset_needed_and_changes_nothing(env_id):
+    from turngym.core.env import ResetNeeded
+
+    env = turngym.make(env_id)
+    try:
+        env.reset(seed=0, options={"max_turns": 1})  # the first step ends the episode
+        # an action the env cannot run: code envs then start no sandbox
+        _, _, terminated, truncated, info = env.step("xyzzy")
+        assert terminated or truncated
+        state_before = state_key(env.unwrapped.state())
+        for _ in range(2):  # and again: never a KeyError, never a turn 2
+            with pytest.raises(ResetNeeded, match=r"call reset\(\)"):
+                env.step("look")
+        assert state_key(env.unwrapped.state()) == state_before
+        assert env.unwrapped.turn == info["turn"] == 1
+        env.reset(seed=0)  # reset starts again as usual
+        _, _, _, _, info = env.step("xyzzy")
+        assert info["turn"] == 1
+    finally:
+        env.close()
+
+
+def test_reset_needed_is_gymnasiums_and_a_runtime_error_and_ends_a_finished_episode():
+    from turngym.core.env import ResetNeeded
+
+    assert issubclass(ResetNeeded, gym.error.ResetNeeded) and issubclass(ResetNeeded, RuntimeError)
+    assert turngym.ResetNeeded is ResetNeeded
+    env = turngym.make("turngym/Household-Easy-v0")
+    env.reset(seed=0)
+    terminated = False
+    while not terminated:  # the expert solves the task: terminated, not truncated
+        _, _, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+        assert not truncated
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(env.unwrapped.expert_action())
+    assert env.unwrapped.turn == info["turn"]
+    with pytest.raises(gym.error.ResetNeeded):  # step before reset: the same error
+        turngym.make("turngym/Household-Easy-v0").unwrapped.step("look")

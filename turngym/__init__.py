@@ -6,6 +6,7 @@ from turngym.core import (
     Conversation,
     EnvPool,
     Policy,
+    ResetNeeded,
     Step,
     StepInfo,
     Trajectory,
@@ -29,7 +30,7 @@ register_builtin_envs()
 hook_gymnasium_make()  # plugin ids work in gymnasium.make without calling turngym first
 
 __all__ = [
-    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "Policy", "Step", "StepInfo",
+    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "Policy", "ResetNeeded", "Step", "StepInfo",
     "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "make", "read_jsonl", "register", "spec",
     "state_key", "tags", "write_jsonl",
 ]

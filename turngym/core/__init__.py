@@ -1,6 +1,13 @@
 """The small core everything else builds on: env base class, spaces, registry, records, pool."""
 
-from turngym.core.env import STEP_INFO_KEYS, StepInfo, TurnEnv, canonical_json, state_key
+from turngym.core.env import (
+    STEP_INFO_KEYS,
+    ResetNeeded,
+    StepInfo,
+    TurnEnv,
+    canonical_json,
+    state_key,
+)
 from turngym.core.policy import Completion, Conversation, Policy
 from turngym.core.pool import EnvPool
 from turngym.core.records import Step, Trajectory, iter_jsonl, read_jsonl, to_dataset, write_jsonl
@@ -8,7 +15,7 @@ from turngym.core.registry import EnvTags, list_envs, make, register, spec, tags
 from turngym.core.spaces import UnicodeText
 
 __all__ = [
-    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvTags", "Policy", "Step",
+    "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "EnvTags", "Policy", "ResetNeeded", "Step",
     "StepInfo", "Trajectory", "TurnEnv", "UnicodeText", "canonical_json", "iter_jsonl",
     "list_envs", "make", "read_jsonl", "register", "spec", "state_key", "tags", "to_dataset",
     "write_jsonl",

@@ -114,6 +114,12 @@ _STEP_INFO_KEY_SET = frozenset(STEP_INFO_KEYS)
 _STEP_INFO_DEFAULTS = StepInfo().to_dict()  # its lists and dicts are always replaced in _info
 
 
+class ResetNeeded(gym.error.ResetNeeded, RuntimeError):
+    """``step`` was called before ``reset`` or after the episode ended (terminated or truncated):
+    call ``reset()`` first. A subclass of Gymnasium's ``ResetNeeded`` and of ``RuntimeError``, so
+    either ``except`` catches it; the env server answers it with HTTP 409."""
+
+
 #: errors an engine raises on pathological input rather than on a bug of its own
 _INPUT_BLOWUPS = (RecursionError, MemoryError, UnicodeError)
 
@@ -269,9 +275,16 @@ class TurnEnv(gym.Env[str, str]):
 
         A str that cannot be parsed or carried out never raises: it returns an observation
         saying why, ``action_valid=False``, and the state is unchanged.
+
+        A step before ``reset()``, or after a step that returned ``terminated`` or ``truncated``,
+        raises ``ResetNeeded`` (the same in every family: nothing is stepped, nothing changes).
         """
         if self.task is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
+            raise ResetNeeded("call reset() before step()")
+        if self._done:
+            # one behaviour for every env: an ended episode's engine is never stepped again
+            raise ResetNeeded(f"the episode ended at turn {self.turn} "
+                              f"(terminated or truncated): call reset() before step()")
         if not isinstance(action, str):
             # str(None) == "None" and str(["look"]) would run as commands: refuse instead.
             raise TypeError(f"action: expected str (a model completion or command), "
