@@ -29,6 +29,7 @@ carries it: ``http://HOST:8100/token/TOKEN/openenv/ENV_ID`` (OpenEnv clients sen
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the handlers' annotations at run time.
+import asyncio
 import json
 from typing import Any
 
@@ -86,10 +87,12 @@ def add_routes(app, store, call) -> None:
     @app.get(PREFIX + "/metadata", tags=["OpenEnv"])
     async def metadata(env_id: str):
         try:
-            spec = store.check_env_id(env_id)
+            store.check_env_id(env_id)
         except SessionError as e:
             return refuse(e)
-        return {"name": env_id, "description": spec.description or f"turngym env {env_id}",
+        from turngym.core.registry import tags
+
+        return {"name": env_id, "description": tags(env_id).description or f"turngym env {env_id}",
                 "version": turngym.__version__, "author": "turngym", "readme_content": None,
                 "documentation_url": None}
 
@@ -164,10 +167,11 @@ def add_routes(app, store, call) -> None:
         except WebSocketDisconnect:
             pass
         finally:
-            if episode.session_id in store.sessions:
+            if episode.session_id in store.sessions:  # shielded: a cancelled handler still frees it
+                closing = asyncio.ensure_future(call(episode.session_id, store.close, episode.session_id))
                 try:
-                    await call(episode.session_id, store.close, episode.session_id)
-                except SessionError:
+                    await asyncio.shield(closing)
+                except (SessionError, asyncio.CancelledError):
                     pass
 
 

@@ -18,8 +18,21 @@ from __future__ import annotations
 import queue
 import threading
 
-from turngym.core.pool import drain
+from turngym.core.pool import BackendKind, drain, register_backend
 from turngym.integrations.env_client import EnvClient
+
+
+def check_env_side(policy) -> None:
+    """A policy that acts inside the env (``env_side``) runs on a remote env only if it is the
+    expert, which the server runs as ``expert_step``; any other is refused, never swapped."""
+    from turngym.agents.basic import ExpertPolicy
+
+    method = getattr(policy, "act_in_env", None)
+    if getattr(method, "__func__", None) is not ExpertPolicy.act_in_env:
+        name = type(getattr(method, "__self__", policy)).__name__
+        raise ValueError(f"policy: {name} acts inside the env (env_side), and backend 'remote' keeps its envs "
+                         "in serve-env servers, where only ExpertPolicy runs (as expert_step); use backend "
+                         "'thread', 'process' or 'ray' for this policy")
 
 
 class RemoteBackend:
@@ -66,6 +79,12 @@ class RemoteBackend:
             out.extend((h, result) for result in item)
         return out
 
+    def running_op(self, h: int) -> int:
+        return 0  # the pool times the oldest unanswered op of a batch
+
+    def exit_reason(self, h: int) -> str:
+        return "env host died"
+
     def replace(self, h: int) -> None:
         """The pool gave up on host h's batch (a server that never answered): forget its sessions
         (the server's idle timeout frees them) and serve the host from a fresh thread."""
@@ -103,7 +122,8 @@ class RemoteBackend:
                 wire.append({"op": "reset", "session_id": sid, "seed": rest[0], "options": rest[1]})
             elif kind == "step":
                 wire.append({"op": "step", "session_id": sid, "action": rest[0]})
-            elif kind == "env_side" and hasattr(rest[0], "act_in_env"):  # an expert: it runs where the env is
+            elif kind == "env_side":  # only the expert has a server-side twin (expert_step)
+                check_env_side(rest[0])
                 wire.append({"op": "expert_step", "session_id": sid})
             else:
                 continue
@@ -114,8 +134,7 @@ class RemoteBackend:
             answer = answers.get(i)
             if answer is None:
                 reason = errors.get(slot) or (f"unknown op {kind!r}" if kind not in ("reset", "step", "env_side")
-                                              else "no session for this slot" if kind != "env_side"
-                                              else "only expert policies can run env-side on a remote env")
+                                              else "no session for this slot")
                 results.append((slot, "error", f"{url}: {reason}"))
             elif not answer["ok"]:
                 if answer.get("status") in (404, 500, 503, 504):  # that session is gone or broken
@@ -158,3 +177,9 @@ class RemoteBackend:
                 pass  # the server's idle timeout frees them
             client.close()
         self.sessions.clear()
+
+
+register_backend(BackendKind(
+    "remote", lambda hosts_args, servers=None, server_token=None, **options: RemoteBackend(
+        hosts_args, list(servers or ()), token=server_token),
+    lambda num_envs, num_workers, options: min(num_envs, num_workers or len(options["servers"] or ()) or 1)))
