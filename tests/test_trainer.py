@@ -372,17 +372,35 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
 
     parser = argparse.ArgumentParser()
     demo.add_arguments(parser)
-    args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "1",
+    args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"),
                               "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2",
-                              "--group-size", "2", "--tasks-per-update", "2", "--no-progress"])
+                              "--group-size", "2", "--tasks-per-update", "2", "--no-progress", "--zero-shot",
+                              "--updates", "4", "--eval-every", "2", "--curve-episodes", "1"])
     assert demo.run(args) == 0
     out = capsys.readouterr().out
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
-    assert "95% CI" in out and "updates with mixed-outcome groups" in out
-    assert "RL did not improve on SFT" in out or "RL improved held-out success" in out
+    assert "95% CI" in out and "held-out success during RL: update 2: " in out and "(1 ep.), update 4: " in out
     assert "Task by task (the same 2 episodes): RL solved" in out and "exact sign test" in out
+    assert "falls short of the demo's target" in out or "target is met" in out or "less than the demo's" in out
     assert (tmp_path / "demo" / "curves.png").exists()
     assert (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
+    # the evaluations during RL play a prefix of the held-out list; the last one all of it
+    assert len(read_jsonl(tmp_path / "demo" / "eval" / "update_0002.jsonl")) == 1
+    assert len(read_jsonl(tmp_path / "demo" / "eval" / "update_0004.jsonl")) == 2
+
+
+def test_demo_verdict_says_plainly_whether_the_target_was_met():
+    from turngym.demo import sign_test, verdict
+
+    sft, rl = {"success_rate": 0.2}, {"success_rate": 0.35}
+    assert "target is met" in verdict(sft, rl, (22, 2, 134))
+    assert sign_test(22, 2) < 0.05
+    assert "not beyond noise" in verdict(sft, rl, (6, 1, 50))
+    assert "did not improve" in verdict(sft, {"success_rate": 0.2}, (2, 2, 134))
+    assert "less than the demo's target" in verdict(sft, {"success_rate": 0.26}, (9, 0, 134))
+    assert "evaluation is missing" in verdict(sft, rl, None)
+    # the exact two-sided binomial test: 7 of 7 one way
+    assert abs(sign_test(7, 0) - 2 / 2 ** 7) < 1e-12 and sign_test(0, 0) == 1.0
 
 
 def test_demo_without_rl_updates_says_so(tmp_path, capsys):

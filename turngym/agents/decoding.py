@@ -232,39 +232,14 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     checks_text = bool(stop) or stop_when is not None
     if checks_text and decode is None:
         raise ValueError("decode: needed to check stop strings")
-    # 1. prefill every row's uncached suffix (at least its last token, which gives the first
-    # logits) in one forward pass: cached prefixes left-padded to one width, suffixes
-    # right-aligned after them, the gaps masked
-    found = [cache.lookup(p) if cache is not None else (0, None) for p in prompts]
-    cached = [min(n, len(p) - 1) if kv is not None else 0 for (n, kv), p in zip(found, prompts)]
-    suffixes = [p[n:] for p, n in zip(prompts, cached)]
-    past_width, suffix_width = max(cached), max(len(x) for x in suffixes)
-    batch = len(prompts)
-    ids = torch.full((batch, suffix_width), pad_id, dtype=torch.long)
-    positions = torch.zeros((batch, suffix_width), dtype=torch.long)
-    mask = torch.zeros((batch, past_width + suffix_width), dtype=torch.long)
-    for i, (x, n) in enumerate(zip(suffixes, cached)):
-        ids[i, suffix_width - len(x):] = torch.tensor(x, dtype=torch.long)
-        positions[i, suffix_width - len(x):] = torch.arange(n, n + len(x))
-        mask[i, past_width - n:past_width] = 1
-        mask[i, past_width + suffix_width - len(x):] = 1
-    past = None
-    if past_width:
-        template = next(kv for _, kv in found if kv is not None)
-        rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n else
-                [(k.new_zeros(1, k.shape[1], 0, k.shape[3]), v.new_zeros(1, v.shape[1], 0, v.shape[3]))
-                 for k, v in template] for (_, kv), n in zip(found, cached)]
-        past = from_layers(_left_pad_stack(rows, past_width))
-    logits, after = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
-                                       attention_mask=mask.to(device), logits_to_keep=1)
-    first_logits = [logits[i:i + 1] for i in range(batch)]
-    # each row's real keys/values, contiguous again (decoding below left-pads them to one width)
-    layers = to_layers(after)
-    row_kv: list[KV] = []
-    for i in range(batch):
-        real = mask[i].nonzero().squeeze(-1).to(device)
-        row_kv.append([(k[i:i + 1].index_select(2, real), v[i:i + 1].index_select(2, real)) for k, v in layers])
-    del after, layers
+    # 1. prefill: rows with the same prompt (group members in the same state) share one
+    # encoding; each distinct prompt runs only its uncached suffix
+    distinct: dict[tuple[int, ...], int] = {}
+    owner = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    first, own_kv = _prefill(model, [list(p) for p in distinct], cache, pad_id, device)
+    first_logits = [first[k] for k in owner]
+    row_kv = [own_kv[k] for k in owner]
+    del own_kv
     lengths = [len(p) for p in prompts]
     width = max(lengths)
     # the decoding steps: a direct step where the model qualifies (see decode_step), else the module stack
@@ -333,6 +308,44 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
             kv = to_layers(past)
         positions = positions + 1
     return results
+
+
+def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device
+             ) -> tuple[list[torch.Tensor], list[KV]]:
+    """Every prompt's uncached suffix (at least its last token, which gives the first logits)
+    in one forward pass: cached prefixes left-padded to one width, suffixes right-aligned after
+    them, the gaps masked. Returns each row's first logits [1, V] and its real keys/values."""
+    found = [cache.lookup(p) if cache is not None else (0, None) for p in prompts]
+    cached = [min(n, len(p) - 1) if kv is not None else 0 for (n, kv), p in zip(found, prompts)]
+    suffixes = [p[n:] for p, n in zip(prompts, cached)]
+    past_width, suffix_width = max(cached), max(len(x) for x in suffixes)
+    batch = len(prompts)
+    ids = torch.full((batch, suffix_width), pad_id, dtype=torch.long)
+    positions = torch.zeros((batch, suffix_width), dtype=torch.long)
+    mask = torch.zeros((batch, past_width + suffix_width), dtype=torch.long)
+    for i, (x, n) in enumerate(zip(suffixes, cached)):
+        ids[i, suffix_width - len(x):] = torch.tensor(x, dtype=torch.long)
+        positions[i, suffix_width - len(x):] = torch.arange(n, n + len(x))
+        mask[i, past_width - n:past_width] = 1
+        mask[i, past_width + suffix_width - len(x):] = 1
+    past = None
+    if past_width:
+        template = next(kv for _, kv in found if kv is not None)
+        rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n else
+                [(k.new_zeros(1, k.shape[1], 0, k.shape[3]), v.new_zeros(1, v.shape[1], 0, v.shape[3]))
+                 for k, v in template] for (_, kv), n in zip(found, cached)]
+        past = from_layers(_left_pad_stack(rows, past_width))
+    logits, after = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
+                                       attention_mask=mask.to(device), logits_to_keep=1)
+    first_logits = [logits[i:i + 1] for i in range(batch)]
+    # each row's real keys/values, contiguous again (decoding below left-pads them to one width)
+    layers = to_layers(after)
+    row_kv: list[KV] = []
+    for i in range(batch):
+        real = mask[i].nonzero().squeeze(-1).to(device)
+        row_kv.append([(k[i:i + 1].index_select(2, real), v[i:i + 1].index_select(2, real)) for k, v in layers])
+    del after, layers
+    return first_logits, row_kv
 
 
 def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:

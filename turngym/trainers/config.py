@@ -132,7 +132,11 @@ class EvalConfig:
     every: int = doc("evaluate on the held-out split every this many updates (0: only at the end)",
                      minimum=0, default=5)
     episodes: int = doc("held-out episodes per evaluation (tasks taken in order)", minimum=1, default=20)
+    curve_episodes: int = doc("episodes of the evaluations between the first and the last (the first tasks of "
+                              "the same list; 0: eval.episodes): a cheaper learning curve, while the "
+                              "evaluations that a run's result compares stay whole", minimum=0, default=0)
     at_start: bool = doc("also evaluate before training (update 0)", default=True)
+    zero_shot: bool = doc("with SFT and at_start: evaluate before SFT too, not only after it", default=True)
 
 
 @dataclass

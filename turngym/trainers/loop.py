@@ -123,12 +123,17 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                 log(f"update {update}: train success {row.get('train/success_rate', 0):.2f}; "
                     f"eval on {cfg.eval.episodes} held-out episodes")
                 t0 = time.perf_counter()
+                # the last evaluation is whole (compared with the one before RL); the others may be
+                # a cheaper prefix of the same tasks (eval.curve_episodes)
+                episodes = cfg.eval.episodes if update == cfg.rl.updates else cfg.eval.curve_episodes or None
                 if source is None:
-                    row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
+                    row.update(evaluate(tr, pool, eval_ids, update, episodes=episodes),
+                               **{"time/eval": time.perf_counter() - t0})
                 else:
                     with source.rng_lock:  # between two batches; sampling from a seed of its own
                         torch.manual_seed(seed_for(cfg.seed, update, 1))
-                        row.update(evaluate(tr, pool, eval_ids, update), **{"time/eval": time.perf_counter() - t0})
+                        row.update(evaluate(tr, pool, eval_ids, update, episodes=episodes),
+                                   **{"time/eval": time.perf_counter() - t0})
             tr.state["update"] = update
             metrics.write(row)
             bar.update(1)
@@ -156,7 +161,7 @@ def before_rl(tr: Trainer, pool, optimizer, train_ids: list[str], eval_ids: list
     cfg, log, main = tr.cfg, tr.log, world()[0] == 0
     row: dict[str, Any] = dict(tr.state.get("start_row") or {"update": 0, "env_steps": 0, "episodes": 0})
     if tr.state["phase"] == "start":
-        if cfg.eval.at_start and main:
+        if cfg.eval.at_start and (cfg.eval.zero_shot or cfg.sft.episodes == 0) and main:
             # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
             log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
             t0 = time.perf_counter()
@@ -250,10 +255,12 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
             **(extra or {})}
 
 
-def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | None = None) -> dict[str, float]:
-    """Greedy episodes on the held-out tasks, written to ``eval/<name or update_NNNN>.jsonl``."""
+def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | None = None,
+             episodes: int | None = None) -> dict[str, float]:
+    """Greedy episodes on the first ``episodes`` (default ``eval.episodes``) held-out tasks,
+    written to ``eval/<name or update_NNNN>.jsonl``."""
     cfg = tr.cfg
-    tasks = [eval_ids[i % len(eval_ids)] for i in range(cfg.eval.episodes)]
+    tasks = [eval_ids[i % len(eval_ids)] for i in range(episodes or cfg.eval.episodes)]
     tr.eval_policy.reset_history()
     bar = progress(tr, total=len(tasks), desc=f"eval {update}")
     # a fixed seed: every evaluation sees the same episodes, so curves compare like with like
