@@ -22,10 +22,11 @@ import yaml
 
 from turngym.agents.prompts import PromptConfig
 from turngym.core.fields import doc
+from turngym.core.pool import BACKENDS
 from turngym.trainers.advantages import ESTIMATORS, empg
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
-BACKEND_NAMES = ("inline", "thread", "process", "ray")
+BACKEND_NAMES = BACKENDS  # the pool's one list of backend names
 
 
 @dataclass
