@@ -164,3 +164,126 @@ def test_grpo_runs_with_the_environment_factory(tmp_path):
         trainer.train()
     assert trainer.state.global_step == 1
     assert any("ToolqaEnvironment" in key or "reward" in key for key in trainer.state.log_history[0])
+
+
+# ----- per-turn advantages (TurnGRPOTrainer) ------------------------------------------------------------
+def expected_token_advantages(record: dict, per_traj: list) -> list[list[float]]:
+    """Each completion's advantages as turngym's estimator says: turn t's reply tokens (found by walking
+    the env mask over the steps' own completion ids) get A_t, everything else 0."""
+    rows = []
+    for traj, ids, mask, values in zip(record["trajectories"], record["completion_ids"], record["env_mask"],
+                                       per_traj):
+        owner = [t for t, step in enumerate(traj["steps"]) for _ in step["completion_ids"]]
+        own = [tok for s in traj["steps"] for tok in s["completion_ids"]]
+        row, k = [], 0
+        for tok, m in zip(ids, mask):
+            if m and k < len(own):
+                assert tok == own[k]
+                row.append(float(values[owner[k]]))
+                k += 1
+            else:
+                row.append(0.0)
+        rows.append(row)
+    return rows
+
+
+def check_turn_advantages(records: list[dict], estimator: str) -> int:
+    """``records``: every process's record of one run. Returns how many completions were checked."""
+    from turngym.core.records import Trajectory
+    from turngym.trainers.advantages import ESTIMATORS, Batch
+
+    checked = 0
+    for call in range(len(records[0]["generated"])):
+        parts = [r["generated"][call] for r in records]
+        trajs = [Trajectory.from_dict(d) for p in parts for d in p["trajectories"]]
+        per_traj = ESTIMATORS[estimator].advantages(Batch(trajs)).step  # turngym's own path, whole batch
+        assert any(abs(a).max() > 0 for a in per_traj if len(a))
+        offset = 0
+        for part in parts:
+            mine = per_traj[offset:offset + len(part["trajectories"])]
+            offset += len(part["trajectories"])
+            want = expected_token_advantages(part, mine)
+            assert torch.allclose(torch.tensor(part["advantages"]), torch.tensor(want), atol=1e-6)
+            checked += len(want)
+    for record in records:  # what the loss saw is what was generated (rows shuffled by TRL)
+        rows = {tuple(ids): adv for g in record["generated"] for ids, adv in zip(g["completion_ids"], g["advantages"])}
+        for batch in record["trained"]:
+            assert batch["loss_tokens"] > 0
+            for ids, adv in zip(batch["completion_ids"], batch["advantages"]):
+                assert adv == rows[tuple(ids)]
+    return checked
+
+
+@pytest.mark.model
+def test_trl_trains_on_the_estimators_per_turn_advantages(tmp_path):
+    import trl_turns
+
+    model, tokenizer = _model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with one_torch_thread():
+        trainer = trl_turns.train(model, tokenizer, str(tmp_path), "gigpo", {})
+    assert trainer.state.global_step == 2
+    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+    record = {"generated": trainer.generated, "trained": trainer.trained}
+    assert check_turn_advantages([record], "gigpo") == 8
+    # per turn, not per episode: some episode's turns get different advantages
+    assert any(len({round(a, 6) for a in row if a}) > 1 for g in trainer.generated for row in g["advantages"])
+    # whole episodes end in EOS: TRL counts none as truncated, so mask_truncated_completions keeps them
+    clipped = [h["completions/clipped_ratio"] for h in trainer.state.log_history if "completions/clipped_ratio" in h]
+    assert clipped == [0.0, 0.0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_two_processes_estimate_each_split_group_whole(tmp_path):
+    """accelerate launch, 2 CPU processes (gloo): each group of 4 has 2 members on each process, and
+    the advantages each process trains on are the estimator's over the whole group."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from policy_models import cache_env
+
+    from turngym.core.records import Trajectory
+    from turngym.trainers.advantages import ESTIMATORS, Batch
+
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    if accelerate is None:
+        pytest.skip("the accelerate launcher is not installed next to this python")
+    tiny()  # fills the model cache the subprocesses read
+    root = Path(__file__).resolve().parents[1]
+    # --multi_gpu picks accelerate's torchrun launcher (with --cpu it would start one process);
+    # the script's use_cpu=True makes each process a CPU one on the gloo backend
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           str(root / "tests" / "trl_turns.py"), str(tmp_path), "hgpo"]
+    env = {**os.environ, **cache_env(), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-4000:]
+    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world"] for r in records] == [2, 2] and [r["steps"] for r in records] == [2, 2]
+    for call in range(2):
+        halves = [r["generated"][call]["trajectories"] for r in records]
+        # the group straddles the processes: same group id and start on both, different episodes
+        assert {t["group_id"] for t in halves[0]} == {t["group_id"] for t in halves[1]}
+        assert halves[0][0]["initial_observation"] == halves[1][0]["initial_observation"]
+    assert check_turn_advantages(records, "hgpo") == 8
+    # and half a group would have given other numbers: the gather matters
+    differs = False
+    for call in range(2):
+        for r in records:
+            part = r["generated"][call]
+            alone = ESTIMATORS["hgpo"].advantages(Batch([Trajectory.from_dict(d) for d in part["trajectories"]])).step
+            differs |= expected_token_advantages(part, alone) != part["advantages"]
+    assert differs
+    assert all(r["clipped"] == [0.0, 0.0] for r in records)
