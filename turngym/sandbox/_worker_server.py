@@ -14,7 +14,7 @@ Protocol on stdin/stdout: frames of a 4-byte big-endian length, then JSON. Reque
 by the runner, a process the snippet's code never runs in)}, frame 2 {stdin (base64)} -- read by the runner only after the
 snippet's process exists, so the snippet's memory never held its own stdin. Reply: stdout/stderr
 (base64), exit_code, timed_out, truncated, duration_s, and seq (the snippet's number since the
-start; a reply whose runner died has only seq and runner_killed).
+start; a reply whose runner died, or was stopped, has only seq, runner_killed and runner_stopped).
 
 After each snippet the server kills every process of the sandbox's uid but itself and the
 namespace's init, then empties the work dir, /tmp and /dev/shm: it makes every directory
@@ -354,8 +354,13 @@ def main():
                 _runner(seq, reply_fd)
             finally:
                 os._exit(1)
-        _, status = os.waitpid(runner, 0)
-        _kill_everything()
+        # WUNTRACED: a runner the snippet stopped (SIGSTOP) no longer keeps the snippet's time;
+        # it counts as killed, at once, rather than leaving the snippet to run unwatched
+        _, status = os.waitpid(runner, os.WUNTRACED)
+        stopped = os.WIFSTOPPED(status)
+        _kill_everything()  # SIGKILL ends a stopped process too
+        if stopped:
+            os.waitpid(runner, 0)
         _reap()
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == RUNNER_EOF:
             return  # the host is gone
@@ -363,8 +368,9 @@ def main():
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
                 _send_file(reply_fd)
             else:
-                # the snippet killed its runner (same uid): say so, the host reruns it in a fresh sandbox
-                _reply(REPLY_FD, {"seq": seq, "runner_killed": True})
+                # the snippet killed or stopped its runner (same uid): say so, the host reruns it in
+                # a fresh sandbox
+                _reply(REPLY_FD, {"seq": seq, "runner_killed": True, "runner_stopped": stopped})
         except OSError:
             return
         os.close(reply_fd)

@@ -8,10 +8,13 @@ snippet's request or reply); after each snippet it kills every process the snipp
 empties the work dir, /tmp and /dev/shm. Snippets share one sandbox *in turn*, never at once.
 
 What is weaker than a fresh sandbox: a snippet runs as the same uid as the server, so it can kill
-the server or its own runner; it cannot ptrace them or read their memory (not dumpable). When that
-happens (no reply, a broken reply), the snippet is run again in a fresh one-shot bwrap sandbox,
-where it cannot, and that result is returned (``extra["fallback"] == "bwrap"``): killing the
-worker never turns a failing program into a sandbox error. The worker is not tied to the thread
+or stop the server or its own runner; it cannot ptrace them or read their memory (not dumpable).
+When that happens (no reply, a broken reply, a stopped runner or server), every process of the
+worker is killed (through the sandbox's init) and the snippet is run again in a fresh one-shot
+bwrap sandbox, where it cannot, and that result is returned (``extra["fallback"] == "bwrap"``):
+killing the worker never turns a failing program into a sandbox error. A graded run
+(``results=True``) comes back without results and with ``extra["worker_failure"]``; its caller
+grades again elsewhere (grading.py: a one-shot bwrap sandbox). The worker is not tied to the thread
 that started it (no ``--die-with-parent``, whose signal fires when that *thread* ends); it exits
 when the host closes its pipe.
 """
@@ -69,16 +72,22 @@ class Worker:
         self.restarts = 0
         self.uid: int | None = None  # the server's uid on the host (root only: a fresh one)
         self._seq = 0  # snippets sent to the current server
+        self._init: int | None = None  # a pidfd of the sandbox's init (pid 1 inside)
+        self._init_host_pid: int | None = None  # its pid as this host sees it
+        self._status_fd: int | None = None  # bwrap's JSON status pipe
 
     # ----- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
         uid = self.uid = fresh_uid() if is_root() else None
         source = _SERVER.read_text()
         seccomp_fd = filter_fd(deny_ipc=True)
+        # bwrap's JSON status names the sandbox's init (pid 1 inside): killing it ends every
+        # process of the sandbox, which killing bwrap's own process group does not (--new-session)
+        status_r, status_w = os.pipe()
         argv = _bwrap_argv([sandbox_python(), "-B", "-c", source], [], self.limits, uid, None,
                            extra_env={"TURNGYM_PRELOAD": json.dumps(list(self.preload)),
                                       "TURNGYM_PRECOMPILE": json.dumps(list(self.precompile))}, seccomp_fd=seccomp_fd,
-                           die_with_parent=False)
+                           die_with_parent=False, status_fd=status_w)
         self._seq = 0
         limits = self.limits
 
@@ -91,12 +100,19 @@ class Worker:
         try:
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, preexec_fn=preexec, env={},
-                                          pass_fds=[seccomp_fd] if seccomp_fd is not None else [])
+                                          pass_fds=[status_w] + ([seccomp_fd] if seccomp_fd is not None else []))
+        except BaseException:
+            os.close(status_r)
+            raise
         finally:
+            os.close(status_w)
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
-        reply = self._read_reply(time.monotonic() + 60)
-        if not reply or not reply.get("ready"):
+        self._status_fd = status_r  # kept open: bwrap writes its exit status there at the end
+        deadline = time.monotonic() + 60
+        self._init_host_pid, self._init = _open_init(status_r, deadline)
+        reply = self._read_reply(deadline)
+        if not reply or not reply.get("ready") or self._init is None:
             self.close()
             raise OSError("the sandboxed worker did not start (is bubblewrap working?)")
 
@@ -104,16 +120,30 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def close(self) -> None:
+        """End the worker and every process in its sandbox (a stopped or hung server included)."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
-        for f in (proc.stdin, proc.stdout):
-            f.close()
+        init, self._init = self._init, None
+        if init is not None:  # the namespace's init: when it dies the kernel kills all inside
+            try:
+                signal.pidfd_send_signal(init, signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(init)
+        if proc is not None:
+            try:  # bwrap reaps its init and exits by itself: no zombie handed to the host's init
+                proc.wait(timeout=2 if init is not None else 0)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+            for f in (proc.stdin, proc.stdout):
+                f.close()
+        if self._status_fd is not None:
+            os.close(self._status_fd)
+            self._status_fd = None
 
     # ----- snippets ---------------------------------------------------------------------------
     def run(self, code: str, files: dict[str, str | bytes] | None = None, stdin: str | bytes | None = None,
@@ -143,17 +173,27 @@ class Worker:
                 self._seq += 1
                 self._send(req)
                 self._send({"stdin": base64.b64encode(stdin_data).decode()})
-                reply = self._read_reply(time.monotonic() + limits.timeout_s + 5, self._seq)
+                # past the snippet's own deadline a reply is due soon: from then on a stopped
+                # server or runner (SIGSTOP from the snippet, same uid) is noticed within 0.1 s
+                # rather than at the hard deadline
+                stalled = _Stalled(self._init_pid, started + limits.timeout_s + STOP_CHECK_AFTER_S)
+                reply = self._read_reply(started + limits.timeout_s + 5, self._seq, stalled)
             except (OSError, ValueError) as exc:
                 reply, why = None, f"{type(exc).__name__}: {exc}"
             else:
-                why = "the worker died or stopped answering during the snippet"
+                why = ("a process of the worker was stopped (SIGSTOP) during the snippet" if stalled.seen
+                       else "the worker died or stopped answering during the snippet")
+                if reply is not None and reply.get("runner_killed"):
+                    why = ("the snippet stopped its runner" if reply.get("runner_stopped")
+                           else "the runner was killed (by the snippet, or from outside)")
             if reply is None or reply.get("runner_killed"):
                 self.restarts += 1
-                self.close()  # a fresh worker next time
+                self.close()  # every process of this worker ends; a fresh worker next time
         if (reply is None or reply.get("runner_killed")) and results:
-            # the snippet killed the process that reads its results: it crashed, no results
-            return Result(stderr="[the program killed the worker]", exit_code=-9, backend="worker",
+            # no results: the runner that reads them died. The snippet may have killed it, or the
+            # OOM killer or an operator may have: the caller reruns it where it cannot (grading.py
+            # does, in a fresh one-shot bwrap sandbox); never a verdict from this run
+            return Result(stderr=f"[no results: {why}]", exit_code=-9, backend="worker",
                           duration_s=time.monotonic() - started, isolation=WORKER_ISOLATION,
                           extra={"uid": self.uid, "results": b"", "worker_failure": why})
         if reply is None or reply.get("runner_killed"):
@@ -161,7 +201,7 @@ class Worker:
             res = run_native("bwrap", None, True, {**files, "main.py": code.encode()}, stdin_data, limits, False)
             res.backend = "worker"  # what the caller asked for; extra["fallback"] says what ran
             res.extra["fallback"] = "bwrap"
-            res.extra["worker_failure"] = "the snippet killed its runner" if reply else why
+            res.extra["worker_failure"] = why
             if res.error:
                 res.duration_s = time.monotonic() - started
             return res
@@ -178,16 +218,20 @@ class Worker:
         self._proc.stdin.write(struct.pack(">I", len(data)) + data)
         self._proc.stdin.flush()
 
-    def _read_reply(self, deadline: float, seq: int | None = None) -> dict | None:
+    @property
+    def _init_pid(self) -> int | None:
+        return self._init_host_pid if self._init is not None else None
+
+    def _read_reply(self, deadline: float, seq: int | None = None, stalled=None) -> dict | None:
         """The next reply (for snippet ``seq``: stale ones are dropped); None when the worker died,
-        went silent or sent something broken."""
+        went silent, was found stopped (``stalled``) or sent something broken."""
         fd = self._proc.stdout.fileno()
         while True:
-            header = _read_exact(fd, 4, deadline)
+            header = _read_exact(fd, 4, deadline, stalled)
             if header is None:
                 return None
             size = struct.unpack(">I", header)[0]
-            body = _read_exact(fd, size, deadline) if size <= (256 << 20) else None
+            body = _read_exact(fd, size, deadline, stalled) if size <= (256 << 20) else None
             if body is None:
                 return None
             try:
@@ -202,19 +246,78 @@ class Worker:
                 return None
 
 
-def _read_exact(fd: int, n: int, deadline: float) -> bytes | None:
+def _read_exact(fd: int, n: int, deadline: float, stalled=None) -> bytes | None:
     buf = bytearray()
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while len(buf) < n:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(timeout=left):
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0:
                 return None
+            if stalled is not None:
+                left = min(left, max(stalled.check_from - now, STOP_CHECK_EVERY_S))
+            if not sel.select(timeout=left):
+                if stalled is not None and stalled():
+                    return None
+                continue
             chunk = os.read(fd, n - len(buf))
             if not chunk:
                 return None
             buf += chunk
     return bytes(buf)
+
+
+#: a reply not in this long after the snippet's deadline: check whether the worker was stopped
+STOP_CHECK_AFTER_S = 0.5
+STOP_CHECK_EVERY_S = 0.1
+
+
+class _Stalled:
+    """Is a process of the worker's sandbox stopped? Asked only from ``check_from`` on. The
+    server and its runners share the process group of the sandbox's init (``init_pid``, as the
+    host sees it); the snippets run in sessions of their own and are the runner's to time."""
+
+    def __init__(self, init_pid: int | None, check_from: float):
+        self.init_pid, self.check_from, self.seen = init_pid, check_from, False
+
+    def __call__(self) -> bool:
+        if self.init_pid is None or time.monotonic() < self.check_from:
+            return False
+        self.seen = self.seen or _group_stopped(self.init_pid)
+        return self.seen
+
+
+def _group_stopped(pgid: int) -> bool:
+    """True when a process of process group ``pgid`` is stopped (state T or t in /proc)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 3 and int(fields[3]) == pgid and fields[0] in (b"T", b"t"):
+            return True
+    return False
+
+
+def _open_init(status_fd: int, deadline: float) -> tuple[int | None, int | None]:
+    """(pid, pidfd) of the sandbox's init, from the first line of bwrap's JSON status
+    ({"child-pid": N}); (None, None) when bwrap did not say. Signals go through the pidfd, which
+    can never name a reused pid."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = _read_exact(status_fd, 1, deadline)
+        if byte is None:
+            return None, None
+        line += byte
+    try:
+        pid = int(json.loads(line)["child-pid"])
+        return pid, os.pidfd_open(pid)
+    except (ValueError, KeyError, TypeError, OSError):
+        return None, None
 
 
 class WorkerPool:

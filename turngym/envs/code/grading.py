@@ -67,10 +67,16 @@ def run_calls(setup: dict[str, tuple[str, str]], calls: list[dict], *, backend: 
     limits = sandbox.Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=(4 << 20) + 4096)
     if worker is not None:  # the worker's runner reads the results: no marker, no reporter process
         res = worker.run(DRIVER, files=files, stdin=framed, limits=limits, results=True)
-        out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
-        if not res.error:
-            _parse_lines(res.extra.get("results", b"").decode(errors="replace").splitlines(), out)
-        return out
+        if "worker_failure" not in res.extra:
+            out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
+            if not res.error:
+                _parse_lines(res.extra.get("results", b"").decode(errors="replace").splitlines(), out)
+            return out
+        # The runner that reads the results died or was stopped: by the candidate, or by the OOM
+        # killer or an operator. Grade again in a fresh one-shot bwrap sandbox: a candidate that
+        # kills its reporter there still gets no results (failed), a correct one killed from
+        # outside is graded as it should be, and a sandbox failure there is an error (unscorable)
+        backend = "bwrap"
     res = sandbox.run(code=DRIVER, files=files, stdin=framed + marker, backend=backend, timeout_s=timeout_s,
                       memory_mb=memory_mb, max_output_bytes=limits.max_output_bytes)
     out = CallResults(error=res.error, stderr=res.stderr, timed_out=res.timed_out)
