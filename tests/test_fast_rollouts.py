@@ -211,6 +211,50 @@ def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
 
 
 @pytest.mark.model
+def test_scoring_encodes_a_repeated_prompt_once_with_the_same_scores_and_gradients(small64):
+    """Rows that repeat a prompt (group members in the same state) share one encoding of it:
+    log-probs, entropies and LoRA gradients equal those of every row run in full."""
+    from peft import LoraConfig, get_peft_model
+
+    import turngym.agents.scoring as scoring
+
+    model, _ = small64
+    import copy
+
+    lora = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"],
+                                                            task_type="CAUSAL_LM"))
+    for name, p in lora.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    g = torch.Generator().manual_seed(1)
+    head = torch.randint(10, 1000, (30,), generator=g).tolist()
+    a, b = head + torch.randint(10, 1000, (9,), generator=g).tolist(), head + [5]
+    c = head + torch.randint(10, 1000, (14,), generator=g).tolist()
+    prompts = [a, a, b, c, a, b, c]
+    completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 5, 2, 4, 1, 2, 6)]
+    completions[4] = completions[0][:1]  # and a row that repeats another's prompt and first token
+    calls = []
+    real = scoring._score_distinct_prompts
+    scoring._score_distinct_prompts = lambda *args, **kw: calls.append(len(args[1])) or real(*args, **kw)
+    try:
+        results = []
+        for share in (False, True):
+            lora.zero_grad()
+            scores = scoring.score_completions(lora, prompts, completions, with_grad=True, share_head=share,
+                                               temperature=0.9)
+            scores.logprobs.sum().backward()
+            grads = torch.cat([p.grad.flatten() for p in lora.parameters() if p.requires_grad])
+            results.append((scores.logprobs.detach(), scores.entropies.detach(), scores.mask, grads))
+    finally:
+        scoring._score_distinct_prompts = real
+    assert calls == [3]  # three distinct prompts among seven rows
+    (lp0, ent0, m0, g0), (lp1, ent1, m1, g1) = results
+    assert torch.equal(m0, m1)
+    assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(ent0, ent1, atol=1e-4)
+    assert g0.abs().max() > 0.1 and torch.allclose(g0, g1, rtol=0, atol=1e-5)
+
+
+@pytest.mark.model
 def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
     """The decoding path of ``cpu_attention`` (one query, keys shared by groups of query heads,
     left padding masked) computes what transformers' sdpa computes, and longer queries go to sdpa."""

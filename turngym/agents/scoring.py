@@ -93,14 +93,20 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
     device = next(model.parameters()).device
     batch = len(prompt_ids)
     head = common_head(prompt_ids) if share_head else 0
+    distinct: dict[tuple[int, ...], int] = {}
+    owner = [distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids]
     with torch.set_grad_enabled(with_grad):
         past = None
         if head:
             ids = torch.tensor([list(prompt_ids[0][:head])], dtype=torch.long, device=device)
             _, cache = forward_with_cache(model, None, input_ids=ids, logits_to_keep=1,
                                           position_ids=torch.arange(head, device=device).unsqueeze(0))
-            past = from_layers([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
+            past = from_layers([(k.expand(len(distinct) if share_head else batch, -1, -1, -1),
+                                 v.expand(len(distinct) if share_head else batch, -1, -1, -1))
                                 for k, v in to_layers(cache)])
+        if share_head and len(distinct) < batch:
+            return _score_distinct_prompts(model, [list(p) for p in distinct], owner, completion_ids, head, past,
+                                           temperature, pad_id, compute_entropy, device)
         tails = [list(p[head:]) for p in prompt_ids]
         max_prompt = max(len(p) for p in tails)
         max_completion = max(len(c) for c in completion_ids)
@@ -138,6 +144,59 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
         else:
             entropies = torch.zeros_like(token_logprobs)
     return TokenScores(token_logprobs * mask, entropies * mask, mask)
+
+
+def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], completion_ids, head: int, past,
+                            temperature: float, pad_id: int, compute_entropy: bool, device) -> TokenScores:
+    """``_score_rows`` when rows repeat a prompt (group members in the same state, one turn
+    sampled several ways): each distinct prompt's tail, all but its last token, is encoded once
+    after the shared head; its keys/values are then gathered for every row that has it, and each
+    row runs only its last prompt token and its completion. The same function of the weights
+    (gradients flow back through the gather); only the repeated prompt tokens are not recomputed.
+    """
+    batch, distinct = len(owner), len(prompts)
+    rest = [p[head:-1] for p in prompts]  # after the head, before the last token
+    width = max(len(r) for r in rest)
+    mask = torch.zeros((distinct, head + width), dtype=torch.long)
+    mask[:, :head] = 1
+    if width:
+        ids = torch.full((distinct, width), pad_id, dtype=torch.long)
+        positions = torch.zeros((distinct, width), dtype=torch.long)
+        for u, r in enumerate(rest):  # left-padded, so that every row's last real column is the same
+            if r:
+                ids[u, width - len(r):] = torch.tensor(r, dtype=torch.long)
+                positions[u, width - len(r):] = torch.arange(head, head + len(r))
+                mask[u, head + width - len(r):] = 1
+        _, past = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
+                                     attention_mask=mask.to(device), logits_to_keep=1)
+    if past is not None:  # None: one-token prompts and no head, nothing before the last token
+        index = torch.tensor(owner, dtype=torch.long, device=device)
+        past = from_layers([(k.index_select(0, index), v.index_select(0, index)) for k, v in to_layers(past)])
+    max_completion = max(len(c) for c in completion_ids)
+    out_mask = torch.zeros((batch, max_completion), dtype=torch.float32, device=device)
+    for i, c in enumerate(completion_ids):
+        out_mask[i, :len(c)] = 1.0
+    if max_completion == 0:
+        empty = torch.zeros((batch, 0), device=device)
+        return TokenScores(empty, empty.clone(), out_mask)
+    # each row: its prompt's last token, then its completion (right-padded)
+    ids = torch.full((batch, 1 + max_completion), pad_id, dtype=torch.long)
+    attention = torch.zeros((batch, 1 + max_completion), dtype=torch.long)
+    positions = torch.zeros((batch, 1 + max_completion), dtype=torch.long)
+    for i, (u, c) in enumerate(zip(owner, completion_ids)):
+        row = [prompts[u][-1], *c]
+        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        attention[i, :len(row)] = 1
+        positions[i] = torch.arange(len(prompts[u]) - 1, len(prompts[u]) + max_completion)
+    full_attention = torch.cat([mask[owner], attention], dim=1).to(device)
+    logits = forward_with_cache(model, past, all_logits=True, input_ids=ids.to(device),
+                                position_ids=positions.to(device), attention_mask=full_attention,
+                                logits_to_keep=keep_last(1 + max_completion, device))[0]
+    log_probs = torch.log_softmax(logits[:, :-1, :].float() / temperature, dim=-1)
+    targets = ids[:, 1:].to(device)
+    token_logprobs = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropies = -(log_probs.exp() * log_probs).sum(-1) if compute_entropy else torch.zeros_like(token_logprobs)
+    return TokenScores(token_logprobs * out_mask, entropies * out_mask, out_mask)
 
 
 def common_head(prompt_ids: Sequence[Sequence[int]]) -> int:
