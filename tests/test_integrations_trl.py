@@ -122,6 +122,45 @@ def test_flattened_episode_is_exactly_what_the_model_saw():
         rollout(["counter-1", "counter-2", "counter-3"], fake_trainer)
 
 
+@pytest.mark.model
+def test_rollout_marks_whole_episodes_warns_on_cuts_and_sends_the_server_token():
+    """A whole flattened episode ends in an (untrained) EOS, so TRL does not count it as truncated;
+    an episode cut at max_completion_length does not, and warns; server_token reaches serve-env."""
+    import warnings
+    from types import SimpleNamespace
+
+    from env_servers import env_server
+
+    model, tokenizer = _model()
+    eos = tokenizer.eos_token_id
+
+    def trainer(limit):
+        return SimpleNamespace(model=model, num_generations=2, num_generations_eval=2, processing_class=tokenizer,
+                               args=SimpleNamespace(temperature=1.0, top_p=1.0, max_completion_length=limit),
+                               accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+
+    with env_server(token="s3cret") as (url, store):
+        rollout = GRPORollout(COUNTER, num_envs=2, backend="remote", servers=[url], server_token="s3cret",
+                              max_turns=3, max_new_tokens=10)
+        with one_torch_thread(), warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing is cut: no warning
+            whole = rollout(["counter-1", "counter-1"], trainer(1000))
+        assert store.stats()["steps"] > 0 and all(t.scorable for t in rollout.last_trajectories)
+        for ids, mask, logprobs in zip(whole["completion_ids"], whole["env_mask"], whole["logprobs"]):
+            assert ids[-1] == eos and mask[-1] == 0 and logprobs[-1] == 0.0
+        with one_torch_thread(), pytest.warns(UserWarning, match=r"2 of 2 episodes were cut at "
+                                                                  r"max_completion_length=12"):
+            cut = rollout(["counter-1", "counter-1"], trainer(12))
+        assert all(len(ids) == 12 and ids[-1] != eos for ids in cut["completion_ids"])
+        assert all(t.metadata["flatten_cut_at_token"] == 12 for t in rollout.last_trajectories)
+        rollout.close()
+        # no token: the server refuses the pool, which says so rather than scoring anything
+        bare = GRPORollout(COUNTER, num_envs=2, backend="remote", servers=[url], max_turns=3, max_new_tokens=10)
+        with one_torch_thread(), pytest.raises(Exception, match="401|token|auth"):
+            bare(["counter-1", "counter-1"], trainer(1000))
+        bare.close()
+
+
 def test_environment_factory_class_exposes_the_env_tools():
     from transformers.utils import get_json_schema
 
@@ -233,14 +272,6 @@ def test_trl_trains_on_the_estimators_per_turn_advantages(tmp_path):
     assert clipped == [0.0, 0.0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.model
 @pytest.mark.slow
 def test_two_processes_estimate_each_split_group_whole(tmp_path):
@@ -252,6 +283,7 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
     import sys
     from pathlib import Path
 
+    from env_servers import free_port
     from policy_models import cache_env
 
     from turngym.core.records import Trajectory
@@ -265,7 +297,7 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
     # --multi_gpu picks accelerate's torchrun launcher (with --cpu it would start one process);
     # the script's use_cpu=True makes each process a CPU one on the gloo backend
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
            str(root / "tests" / "trl_turns.py"), str(tmp_path), "hgpo"]
     env = {**os.environ, **cache_env(), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
