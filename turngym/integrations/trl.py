@@ -142,7 +142,7 @@ class GRPORollout:
                 groups.append((g, task, 1))
         if self.pool is None:
             if self.pool_args["backend"] == "remote":
-                import turngym.integrations.remote_pool  # noqa: F401  (registers the "remote" backend)
+                from turngym.integrations import remote_pool  # noqa: F401  (registers the "remote" backend)
             self.pool = turngym.EnvPool(self.env_id, **self.pool_args)
         base = self.seed + 100_003 * next(self.calls)
         policy = self._policy(trainer)
