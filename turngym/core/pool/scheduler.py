@@ -92,7 +92,7 @@ class Rollout:
         if self.episode_timeout_s is None:
             return
         now = time.monotonic()
-        for slot in [s for s, ep in self.running.items() if now - ep.started > self.episode_timeout_s]:
+        for slot in [s for s in self.running if now - self.clock_start(s) > self.episode_timeout_s]:
             if not any(op[1] == slot for op in self.inflight.get(self.slot_host[slot], ())):
                 self.drop_ops(slot)
                 self.fail(slot, self.episode_reason())
@@ -170,7 +170,7 @@ class Rollout:
     def limits(self, ops: list[Op]) -> Limits:
         if self.episode_timeout_s is None:
             return Limits(self.step_timeout_s)
-        deadlines = {op[1]: self.running[op[1]].started + self.episode_timeout_s for op in ops}
+        deadlines = {op[1]: self.clock_start(op[1]) + self.episode_timeout_s for op in ops}
         return Limits(self.step_timeout_s, self.episode_timeout_s, deadlines)
 
     def take(self, h: int, result: tuple | None) -> None:
@@ -267,8 +267,14 @@ class Rollout:
             slots = {op[1] for op in self.inflight.get(h, ())}
         else:
             slots = {self.running_slot(h)}
-        starts = [self.running[s].started for s in slots if s in self.running]
+        starts = [self.clock_start(s) for s in slots if s in self.running]
         return min(starts) + self.episode_timeout_s if starts else None
+
+    def clock_start(self, slot: int) -> float:
+        """Where the episode of ``slot`` starts counting for episode_timeout_s: its reset, or
+        when its host came up if that was later (a host still starting gets STARTUP_GRACE_S)."""
+        started, ready_at = self.running[slot].started, self.backend.ready_at[self.slot_host[slot]]
+        return started + STARTUP_GRACE_S if ready_at is None else max(started, ready_at)
 
     def wait_time(self) -> float | None:
         """How long poll may wait: until the next deadline of an op in flight (None: none)."""

@@ -154,3 +154,49 @@ def test_bad_arguments_name_the_field():
     with turngym.EnvPool("turngym-tests/Counter-v0", backend="inline") as pool:
         with pytest.raises(ValueError, match="group_size"):
             pool.rollout(ExpertPolicy(), ["counter-1"], group_size=0)
+
+
+def test_every_backend_implements_the_whole_protocol():
+    import inspect
+
+    import turngym.integrations.remote_pool as remote_pool
+    from turngym.core.pool import Backend, inline, process, ray, thread
+
+    members = {name for name in vars(Backend) if not name.startswith("_")} | {"ready_at"}
+    assert members >= {"submit", "poll", "running_op", "exit_reason", "replace", "close", "ready_at"}
+    classes = [inline.InlineBackend, thread.ThreadBackend, process.ProcessBackend, ray.RayBackend,
+               remote_pool.RemoteBackend]
+    for cls in classes:
+        methods = {name for name in members if name != "ready_at"}
+        assert all(inspect.isfunction(getattr(cls, name, None)) for name in methods), cls
+        assert "self.ready_at" in inspect.getsource(cls.__init__), cls
+
+
+def test_one_list_of_backend_names_and_a_table_integrations_register_into():
+    import ast
+    from pathlib import Path
+
+    import turngym.integrations.remote_pool  # noqa: F401 - registers "remote"
+    from turngym.core.pool import BACKENDS, BackendKind, backend_kind
+    from turngym.core.pool.inline import InlineBackend
+    from turngym.trainers.config import BACKEND_NAMES
+
+    assert BACKEND_NAMES is BACKENDS
+    assert [backend_kind(name).name for name in BACKENDS] == list(BACKENDS)
+    # nothing in core/pool imports a floor above core
+    for path in Path(turngym.core.pool.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n.startswith("turngym.") and not n.startswith("turngym.core")], path
+    # a backend kind of one's own, passed as an object
+    started = []
+
+    def start(hosts_args, **options):
+        started.append(len(hosts_args))
+        return InlineBackend(hosts_args)
+
+    mine = BackendKind("mine", start, lambda num_envs, num_workers, options: 2)
+    with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=4, backend=mine) as pool:
+        trajs = pool.rollout(ExpertPolicy(), TRAIN[:3])
+    assert started == [2] and pool.backend_name == "mine" and all(t.success for t in trajs)
