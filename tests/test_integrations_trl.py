@@ -319,3 +319,18 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
             differs |= expected_token_advantages(part, alone) != part["advantages"]
     assert differs
     assert all(r["clipped"] == [0.0, 0.0] for r in records)
+
+
+def test_turn_trainer_refuses_untested_trl_and_value_head_estimators():
+    from turngym.integrations.trl import TurnGRPOTrainer, check_trl_version
+
+    check_trl_version("1.16.0")
+    check_trl_version("1.16.3")
+    for version in ("1.15.2", "1.17.0", "2.0.0"):
+        with pytest.raises(ImportError, match=f"trl {version} is untested"):
+            check_trl_version(version)
+    # both fail before TRL builds anything
+    with pytest.raises(ValueError, match="estimator: 'turn_gae' needs a value head"):
+        TurnGRPOTrainer(model=None, estimator="turn_gae")
+    with pytest.raises(ValueError, match="estimator_args.lam: not an option of gigpo"):
+        TurnGRPOTrainer(model=None, estimator="gigpo", estimator_args={"lam": 0.9})
