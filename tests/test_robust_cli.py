@@ -64,6 +64,23 @@ MISTAKES = {
                                 ["127.0.0.1:9"]),
     "eval-openai-unknown-option": (lambda t: ["eval", COUNTER, "--policy", "openai:http://127.0.0.1:9/v1",
                                               "--model-kwargs", "temprature=1"], ["--model-kwargs", "temperature"]),
+    # issue 34: values out of range and non-booleans, refused before a model loads
+    "eval-hf-top-k-negative": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "top_k=-5"],
+                               ["--model-kwargs", "top_k=", "allowed", ">= 0"]),
+    "eval-hf-top-p-above-one": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "top_p=1.5"],
+                                ["--model-kwargs", "top_p=", "(0, 1]"]),
+    "eval-hf-top-p-zero": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "top_p=0"],
+                           ["--model-kwargs", "top_p=", "(0, 1]"]),
+    "eval-hf-temperature-negative": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs",
+                                                "temperature=-0.5"], ["--model-kwargs", "temperature=", ">= 0"]),
+    "eval-hf-temperature-nan": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs",
+                                           "temperature=nan"], ["--model-kwargs", "temperature=", ">= 0"]),
+    "eval-hf-max-new-tokens-zero": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs",
+                                               "max_new_tokens=0"], ["--model-kwargs", "max_new_tokens=", ">= 1"]),
+    "eval-hf-kv-cache-maybe": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "kv_cache=maybe"],
+                               ["--model-kwargs", "kv_cache=", "true or false"]),
+    "eval-openai-max-tokens-zero": (lambda t: ["eval", COUNTER, "--policy", "openai:http://127.0.0.1:9/v1",
+                                               "--model-kwargs", "max_tokens=0"], ["--model-kwargs", "max_tokens=", ">= 1"]),
     "eval-hf-missing-model": (lambda t: ["eval", COUNTER, "--policy", "hf:/no/such/model"], ["model", "/no/such/model"]),
     # play
     "play-bad-task-id": (lambda t: ["play", COUNTER, "--task-id", "nope"], ["task_id", "'nope'"]),
@@ -126,6 +143,15 @@ def test_each_mistake_gives_one_line_naming_the_field(name, tmp_path, capsys):
 
 def test_there_are_at_least_30_mistakes():
     assert len(MISTAKES) >= 30
+
+
+def test_model_kwargs_booleans_and_values_in_range_are_still_taken():
+    from turngym.agents.loading import _HF_KEYS, _convert
+
+    got = _convert({"kv_cache": "No", "stop_at_action": "on", "top_k": "0", "top_p": "1", "temperature": "0",
+                    "max_tokens": "7"}, _HF_KEYS, "hf")
+    assert got == {"kv_cache": False, "stop_at_action": True, "top_k": 0, "top_p": 1.0, "temperature": 0.0,
+                   "max_new_tokens": 7}
 
 
 def test_ctrl_c_during_training_says_the_run_can_resume(tmp_path, capsys, monkeypatch):

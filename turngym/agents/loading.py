@@ -16,11 +16,15 @@ prompt options (``action_format``, ``history``, ``history_k``, ``show_admissible
 ``system_prompt``), ``batch_size``, ``kv_cache``, ``kv_cache_tokens``, ``stop_at_action``, ``device``,
 ``dtype`` for ``hf`` (default ``auto``: bfloat16 where the hardware computes it natively), and ``model``, ``api_key``,
 ``concurrency``, ``max_retries``, ``timeout``, ``logprobs``, ``token_ids`` for ``openai``. Values given
-as text are converted.
+as text are converted and checked before a model loads: a number out of range (``top_k=-5``,
+``top_p=1.5``, ``temperature=-1``, ``max_new_tokens=0``) or a boolean that is not true/false,
+yes/no, on/off or 1/0 (``kv_cache=maybe``) is a ``ValueError`` naming the option and what it
+allows.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from turngym.agents.basic import ExpertPolicy, HumanPolicy, RandomPolicy
@@ -36,6 +40,22 @@ _HF_LOAD_KEYS = {"device": str, "dtype": str}
 _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
                 "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int,
                 "logprobs": "bool", "token_ids": "bool"}
+
+#: the values each numeric option allows: (test, what the message says is allowed). Checked here,
+#: before a model loads, so that a bad value is one line naming the option (``top_k=-5`` once
+#: reached the sampler and failed there with "selected index k out of range")
+_RANGES = {
+    "temperature": (lambda v: v >= 0, "a number >= 0 (0: greedy)"),
+    "top_p": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "top_k": (lambda v: v >= 0, "an integer >= 0 (0: no top-k cut)"),
+    "max_new_tokens": (lambda v: v >= 1, "an integer >= 1"),
+    "max_tokens": (lambda v: v >= 1, "an integer >= 1"),
+    "batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "concurrency": (lambda v: v >= 1, "an integer >= 1"),
+    "max_retries": (lambda v: v >= 0, "an integer >= 0"),
+    "timeout": (lambda v: v > 0, "a number of seconds > 0"),
+}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def load_policy(spec: str, **options: Any):
@@ -99,11 +119,28 @@ def _convert(options: dict[str, Any], allowed: dict[str, Any], kind: str) -> dic
         convert = allowed[key]
         try:
             if convert == "bool":
-                out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+                out[key] = value if isinstance(value, bool) else _bool(value)
             elif convert == "list":
                 out[key] = list(value) if isinstance(value, (list, tuple)) else [s for s in str(value).split("|") if s]
             else:
                 out[key] = convert(value)
         except (TypeError, ValueError):
-            raise ValueError(f"--model-kwargs: {key}={value!r} is not a valid {getattr(convert, '__name__', convert)}") from None
+            kind_of = "true or false" if convert == "bool" else f"a valid {getattr(convert, '__name__', convert)}"
+            raise ValueError(f"--model-kwargs: {key}={value!r} is not {kind_of}") from None
+        if key in _RANGES:
+            ok, allowed_values = _RANGES[key]
+            number = out[key]
+            if (isinstance(number, float) and not math.isfinite(number)) or not ok(number):
+                raise ValueError(f"--model-kwargs: {key}={value!r} is out of range; allowed: {allowed_values}")
     return out
+
+
+def _bool(value: Any) -> bool:
+    """true/false, yes/no, on/off, 1/0 (any case); anything else is refused, as the YAML config
+    refuses ``lora: maybe`` (a typo must not quietly mean False)."""
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(text)
