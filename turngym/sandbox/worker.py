@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import dataclasses
 import json
 import os
 import queue
@@ -165,19 +166,22 @@ class Worker:
         if results:
             req["results"] = True
         with self._lock:
-            started = time.monotonic()
+            started = sent = time.monotonic()
+            stalled = _Stalled(None, 0.0)
             try:
                 if not self.alive():
                     self.close()
                     self.start()
+                sent = time.monotonic()  # the snippet's time starts now, not with a worker's start
                 self._seq += 1
                 self._send(req)
                 self._send({"stdin": base64.b64encode(stdin_data).decode()})
                 # past the snippet's own deadline a reply is due soon: from then on a stopped
                 # server or runner (SIGSTOP from the snippet, same uid) is noticed within 0.1 s
                 # rather than at the hard deadline
-                stalled = _Stalled(self._init_pid, started + limits.timeout_s + STOP_CHECK_AFTER_S)
-                reply = self._read_reply(started + limits.timeout_s + 5, self._seq, stalled)
+                stalled.init_pid = self._init_pid
+                stalled.check_from = sent + limits.timeout_s + STOP_CHECK_AFTER_S
+                reply = self._read_reply(sent + limits.timeout_s + 5, self._seq, stalled)
             except (OSError, ValueError) as exc:
                 reply, why = None, f"{type(exc).__name__}: {exc}"
             else:
@@ -186,6 +190,9 @@ class Worker:
                 if reply is not None and reply.get("runner_killed"):
                     why = ("the snippet stopped its runner" if reply.get("runner_stopped")
                            else "the runner was killed (by the snippet, or from outside)")
+            # a stop is the snippet's doing (an outside kill may not be): its rerun gets only the
+            # time it has left, so that stopping the runner never buys time past the timeout
+            stopped = stalled.seen or bool(reply and reply.get("runner_stopped"))
             if reply is None or reply.get("runner_killed"):
                 self.restarts += 1
                 self.close()  # every process of this worker ends; a fresh worker next time
@@ -197,6 +204,13 @@ class Worker:
                           duration_s=time.monotonic() - started, isolation=WORKER_ISOLATION,
                           extra={"uid": self.uid, "results": b"", "worker_failure": why})
         if reply is None or reply.get("runner_killed"):
+            left = limits.timeout_s - (time.monotonic() - sent)
+            if stopped and left < 0.05:
+                return Result(stderr=f"[{why}; no time left to run it again]", exit_code=-9, timed_out=True,
+                              backend="worker", duration_s=time.monotonic() - started,
+                              isolation=WORKER_ISOLATION, extra={"uid": self.uid, "worker_failure": why})
+            if stopped:
+                limits = dataclasses.replace(limits, timeout_s=left)
             # rerun where the snippet cannot kill its supervisor; its own outcome, never "error"
             res = run_native("bwrap", None, True, {**files, "main.py": code.encode()}, stdin_data, limits, False)
             res.backend = "worker"  # what the caller asked for; extra["fallback"] says what ran
