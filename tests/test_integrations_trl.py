@@ -321,6 +321,7 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
     assert all(r["clipped"] == [0.0, 0.0] for r in records)
 
 
+@pytest.mark.slow  # importing TRL's GRPOTrainer takes seconds
 def test_turn_trainer_refuses_untested_trl_and_value_head_estimators():
     from turngym.integrations.trl import TurnGRPOTrainer, check_trl_version
 
