@@ -9,6 +9,7 @@ from outside, enforces the limits itself.
 
 from __future__ import annotations
 
+import functools
 import queue
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,17 +31,22 @@ class Limits:
     #: slot -> time.monotonic() when its episode runs out (set only with episode_timeout_s)
     episode_deadline: Mapping[int, float] = field(default_factory=dict)
 
+    @functools.cached_property
+    def step_alarm(self) -> tuple[float, str] | None:
+        if self.step_timeout_s is None:
+            return None
+        return (self.step_timeout_s, f"step timed out: no answer within step_timeout_s={self.step_timeout_s:g}")
+
     def op_alarm(self, slot: int, now: float) -> tuple[float, str] | None:
         """Seconds an op of ``slot`` starting at ``now`` may run, and the reason it ends with if
-        it runs longer (the nearer of the two deadlines); None: no limit."""
-        alarms = []
-        if self.step_timeout_s is not None:
-            alarms.append((self.step_timeout_s,
-                           f"step timed out: no answer within step_timeout_s={self.step_timeout_s:g}"))
-        if slot in self.episode_deadline:
-            alarms.append((max(self.episode_deadline[slot] - now, 1e-3),
-                           f"episode timed out: over episode_timeout_s={self.episode_timeout_s:g}"))
-        return min(alarms, key=lambda a: a[0]) if alarms else None
+        it runs longer (the nearer of the two deadlines); None: no limit. Called per op inline,
+        so the common case (no episode deadline) returns a tuple made once."""
+        if slot not in self.episode_deadline:
+            return self.step_alarm
+        episode = (max(self.episode_deadline[slot] - now, 1e-3),
+                   f"episode timed out: over episode_timeout_s={self.episode_timeout_s:g}")
+        step = self.step_alarm
+        return episode if step is None or episode[0] < step[0] else step
 
 
 class Backend(Protocol):

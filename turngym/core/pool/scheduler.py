@@ -51,6 +51,7 @@ class Rollout:
         self.policy, self.on_trajectory = policy, on_trajectory
         self.step_timeout_s, self.episode_timeout_s = step_timeout_s, episode_timeout_s
         self.env_side = bool(getattr(policy, "env_side", False))
+        self.step_limits = Limits(step_timeout_s)  # every batch's, when there is no episode deadline
         self.todo: deque[Episode] = deque(episodes)
         self.finished: list[tuple[int, Trajectory]] = []
         self.free = deque(range(len(slot_host)))
@@ -169,7 +170,7 @@ class Rollout:
 
     def limits(self, ops: list[Op]) -> Limits:
         if self.episode_timeout_s is None:
-            return Limits(self.step_timeout_s)
+            return self.step_limits
         deadlines = {op[1]: self.clock_start(op[1]) + self.episode_timeout_s for op in ops}
         return Limits(self.step_timeout_s, self.episode_timeout_s, deadlines)
 
