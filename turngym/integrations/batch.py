@@ -137,7 +137,7 @@ def columns(trajectories: Sequence[Trajectory]) -> dict[str, list]:
                                              "next_state", "done", "scorable")}
     for i, traj in enumerate(trajectories):
         for t, step in enumerate(traj.steps):
-            out["episode"].append(traj.trajectory_id or f"#{i}")
+            out["episode"].append(i)  # the position: trajectory ids need not be unique in a batch
             out["group"].append(traj.group_id or f"#{i}")  # the estimators' own rule for a missing group
             out["turn"].append(t)
             out["reward"].append(float(step.reward))
