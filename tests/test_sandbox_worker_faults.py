@@ -55,10 +55,10 @@ def _pid_namespace(pid: int) -> str:
 
 
 def _left_in(namespace: str, uid: int | None) -> list[int]:
-    """Live processes still in the old worker's pid namespace, or running as its uid (as root the
-    worker has a fresh uid of its own). Zombies are left out: a one-shot sandbox's exited init may
-    wait a moment for the host's init to reap it, and a new namespace may reuse a freed one's
-    inode number."""
+    """Live processes of the old worker. As root the worker ran as a fresh uid of its own: any
+    process of that uid. Otherwise: any process in its pid namespace (by inode number, which a new
+    namespace may reuse once the old one is freed, so this is the weaker check). Zombies are left
+    out (an exited sandbox init may wait a moment for the host's init to reap it)."""
     left = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -67,8 +67,8 @@ def _left_in(namespace: str, uid: int | None) -> list[int]:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                     continue
-            if os.readlink(f"/proc/{entry}/ns/pid") == namespace or \
-                    (uid is not None and os.stat(f"/proc/{entry}").st_uid == uid):
+            if (os.stat(f"/proc/{entry}").st_uid == uid) if uid is not None else \
+                    (os.readlink(f"/proc/{entry}/ns/pid") == namespace):
                 left.append(int(entry))
         except (OSError, IndexError):
             pass  # gone meanwhile
