@@ -1,13 +1,22 @@
 """Credit assignment with a real LLM: GRPO vs RLOO vs GiGPO vs HGPO (and more) on SmolLM2-135M.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/llm_credit_assignment.py \
-        [--out runs/llm-credit] [--estimators gigpo,grpo,rloo,hgpo] [--seeds 0,1,2] [--updates 4]
+    PYTHONPATH=. nohup .venv/bin/python benchmarks/llm_credit_assignment.py > runs/llm-credit.log &
+        [--out runs/llm-credit] [--estimators grpo,rloo,gigpo,hgpo] [--seeds 0,1,2,3,4] [--updates 38]
 
 Every run starts from one shared SFT checkpoint (SmolLM2-135M-Instruct after imitating expert
 episodes of Household-Easy, merged and saved once), puts a fresh LoRA adapter on it, and runs the
 same number of RL updates with the same episodes per update; only the advantage estimator and the
-seed differ. Held-out success (valid_unseen, greedy) is measured after SFT (shared x = 0) and
-every ``--eval-every`` updates.
+seed differ. Held-out success (greedy, every one of the 134 valid_unseen tasks by default) is
+measured after SFT (shared x = 0) and every ``--eval-every`` updates (13, 26 and 38 by default:
+38 updates of 2 x 8 are 608 RL episodes a run). The demo's ``rl.estimator_args`` (advantages not
+divided by their group's spread) go to each estimator that takes them (RLOO takes none).
+
+The report pairs every estimator with GRPO task by task at each seed (the same 134 episodes,
+greedy): episodes gained and lost, the exact sign test on the changes pooled over seeds, and the
+mean difference in success over seeds with its 95% t-interval. Each finished run's compact
+result (held-out success per evaluation, every task's outcome, train success per update) is
+copied to ``--results`` (``benchmarks/results/llm_credit_assignment_power/`` by default), which
+is what the repository keeps of a run.
 
 Resumable: each run writes ``OUT/runs/<estimator>-s<seed>/result.json`` when it finishes and
 checkpoints after every update, so rerunning the same command skips finished runs and continues
@@ -44,7 +53,8 @@ def common(args) -> list[str]:
         "--model", args.model, "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
         "--max-turns", str(args.max_turns), "--shaped-reward", str(args.shaped_reward),
         "--tasks-per-update", str(args.tasks_per_update), "--group-size", str(args.group_size),
-        "--lr", str(args.lr), "--temperature", str(args.temperature), "--no-progress"])
+        "--lr", str(args.lr), "--temperature", str(args.temperature), "--no-progress", "--curve-episodes", "0",
+        "--num-envs", str(max(args.eval_episodes, args.tasks_per_update * args.group_size))])
     return [*demo.demo_overrides(demo_args), "tensorboard=false"]
 
 
@@ -83,6 +93,7 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
     cfg = load_config(None, [*common(args), f"run_dir={run_dir}", f"seed={seed}", "resume=true",
                              "checkpoint_every=1", "keep_checkpoints=1", f"model.name={out / 'sft' / 'model'}",
                              "sft.episodes=0", f"rl.estimator={estimator}", f"rl.updates={args.updates}",
+                             f"rl.estimator_args={estimator_args(estimator)}",
                              "eval.at_start=false", f"eval.every={args.eval_every}"])
     start = time.perf_counter()
     train(cfg, log=lambda line: print(f"  {estimator}-s{seed}: {line}", flush=True))
@@ -95,8 +106,54 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
             "episodes": max((r.get("episodes", 0) for r in rows), default=0),
             "seconds": time.perf_counter() - start}
     data["vs_sft"] = paired_change(out, run_dir, data["updates"])
+    data["outcomes"] = {u: outcomes(run_dir / "eval" / f"update_{int(u):04d}.jsonl") for u in data["eval"]}
     result.write_text(json.dumps(data, indent=1))
+    keep = Path(args.results) / "runs" / f"{estimator}-s{seed}.json"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(json.dumps(data, indent=1))
     return data
+
+
+def estimator_args(estimator: str) -> str:
+    """The demo's ``rl.estimator_args``, keeping only the options this estimator declares."""
+    from turngym.trainers.advantages import ESTIMATORS
+
+    demo_args = {"scale": "false"}
+    kept = {k: v for k, v in demo_args.items() if k in ESTIMATORS[estimator].options}
+    return "{" + ", ".join(f"{k}: {v}" for k, v in kept.items()) + "}"
+
+
+def outcomes(path: Path) -> list[list] | None:
+    """[task_id, success] of every episode of an evaluation file, in order."""
+    from turngym.core.records import read_jsonl
+
+    return [[t.task_id, bool(t.success)] for t in read_jsonl(path)] if path.exists() else None
+
+
+def versus(results: list[dict], estimator: str, baseline: str = "grpo") -> dict | None:
+    """``estimator`` against ``baseline`` on the final evaluations of the seeds both finished:
+    episodes gained/lost task by task (pooled), the exact sign test on them, and the mean
+    difference in success over seeds with its 95% t-interval."""
+    from turngym.demo import sign_test
+
+    final = {(r["estimator"], r["seed"]): r for r in results}
+    gained = lost = 0
+    diffs = []
+    for (est, seed), r in final.items():
+        other = final.get((baseline, seed))
+        if est != estimator or other is None:
+            continue
+        mine, theirs = r.get("outcomes", {}).get(str(r["updates"])), other.get("outcomes", {}).get(str(other["updates"]))
+        if not mine or not theirs or [t for t, _ in mine] != [t for t, _ in theirs]:
+            continue
+        gained += sum(a and not b for (_, a), (_, b) in zip(mine, theirs))
+        lost += sum(b and not a for (_, a), (_, b) in zip(mine, theirs))
+        diffs.append(sum(a for _, a in mine) / len(mine) - sum(b for _, b in theirs) / len(theirs))
+    if not diffs:
+        return None
+    mean, half = interval(diffs)
+    return {"seeds": len(diffs), "gained": gained, "lost": lost, "p": sign_test(gained, lost),
+            "mean_difference": mean, "ci": half}
 
 
 def paired_change(out: Path, run_dir: Path, update: int) -> dict | None:
@@ -158,9 +215,24 @@ def report(args, out: Path, sft: dict | None) -> list[dict]:
         gain = "-" if r["gain_over_sft"] is None else f"{r['gain_over_sft']:+.2f}"
         print(f"| {r['estimator']} | {r['seeds']} | {r['final']:.2f} {ci} | {gain} | {r['paired']} | {r['mixed_updates']} | "
               f"{r['episodes']} | {r['minutes']:.1f} |")
+    print("\nagainst GRPO, final evaluations, seed by seed on the same held-out episodes:")
+    print("| estimator | seeds | mean difference in success (95% t-CI) | episodes gained / lost (pooled) | "
+          "exact sign test p |")
+    print("|---|---|---|---|---|")
+    pairs = {}
+    for est in args.estimators:
+        v = versus(results, est) if est != "grpo" else None
+        if v is None:
+            continue
+        pairs[est] = v
+        ci = "n/a" if math.isnan(v["ci"]) else f"+- {v['ci']:.3f}"
+        print(f"| {est} | {v['seeds']} | {v['mean_difference']:+.3f} {ci} | +{v['gained']}/-{v['lost']} | {v['p']:.3g} |")
     if results:
         plot(args, results, base, out)
-    (out / "summary.json").write_text(json.dumps({"sft": sft, "rows": rows}, indent=1))
+    summary = json.dumps({"sft": sft, "rows": rows, "versus_grpo": pairs}, indent=1)
+    (out / "summary.json").write_text(summary)
+    Path(args.results).mkdir(parents=True, exist_ok=True)
+    (Path(args.results) / "summary.json").write_text(summary)
     return rows
 
 
@@ -204,15 +276,17 @@ def plot(args, results: list[dict], base: float | None, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/llm-credit")
-    parser.add_argument("--estimators", default="gigpo,grpo,rloo,hgpo")
-    parser.add_argument("--seeds", default="0,1,2")
-    # 4 updates of 4 x 8: about 11 min a run on 2 idle cores (the demo's phase times), 12 runs < 3 h
-    parser.add_argument("--updates", type=int, default=4)
-    parser.add_argument("--tasks-per-update", type=int, default=4)
+    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "llm_credit_assignment_power"),
+                        help="where each finished run's compact result and the summary are kept (committed)")
+    parser.add_argument("--estimators", default="grpo,rloo,gigpo,hgpo")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    # 38 updates of 2 x 8 = 608 RL episodes a run, all from one SFT start
+    parser.add_argument("--updates", type=int, default=38)
+    parser.add_argument("--tasks-per-update", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--eval-every", type=int, default=4)
-    parser.add_argument("--eval-episodes", type=int, default=50)
+    parser.add_argument("--eval-every", type=int, default=13)
+    parser.add_argument("--eval-episodes", type=int, default=134, help="held-out episodes (134: every valid_unseen task)")
     parser.add_argument("--sft-episodes", type=int, default=32)
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--shaped-reward", type=float, default=0.5)

@@ -15,14 +15,14 @@ from turngym.core.records import Step, Trajectory, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "llm_credit_assignment.py"
-SMALL = ["--model", "tiny", "--estimators", "gigpo,grpo", "--seeds", "0", "--updates", "1", "--eval-every", "1",
+SMALL = ["--model", "tiny", "--estimators", "grpo,rloo,gigpo", "--seeds", "0", "--updates", "1", "--eval-every", "1",
          "--eval-episodes", "3", "--sft-episodes", "2", "--tasks-per-update", "1", "--group-size", "2",
          "--threads", "1"]
 
 
 def bench(out: Path, *extra: str) -> str:
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--figure", str(out / "fig.png"),
-                           *SMALL, *extra], capture_output=True, text=True, timeout=600,
+                           "--results", str(out / "kept"), *SMALL, *extra], capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -31,12 +31,18 @@ def bench(out: Path, *extra: str) -> str:
 @pytest.mark.slow
 def test_runs_resume_and_report(tmp_path):
     first = bench(tmp_path)
-    assert "gigpo seed 0: running" in first and "grpo seed 0: running" in first
+    assert "gigpo seed 0: running" in first and "grpo seed 0: running" in first and "rloo seed 0: running" in first
     results = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/result.json")}
-    assert set(results) == {"gigpo-s0", "grpo-s0"}
+    assert set(results) == {"gigpo-s0", "grpo-s0", "rloo-s0"}
     for r in results.values():
         assert r["updates"] == 1 and r["episodes"] == 2  # equal episodes for every estimator
         assert r["vs_sft"]["episodes"] == 3
+        assert len(r["outcomes"]["1"]) == 3  # every held-out task's outcome is kept
+    # the compact results the repository keeps, and the pairing with GRPO
+    assert {p.stem for p in (tmp_path / "kept" / "runs").glob("*.json")} == {"gigpo-s0", "grpo-s0", "rloo-s0"}
+    assert "against GRPO" in first and "| gigpo | 1 |" in first.split("against GRPO")[-1]
+    config = (tmp_path / "runs" / "rloo-s0" / "config.yaml").read_text()
+    assert "scale" not in config.split("estimator_args")[1].split("\n")[0]  # RLOO takes no options
     again = bench(tmp_path)
     assert "gigpo seed 0: done, skipped" in again and "grpo seed 0: done, skipped" in again
     assert (tmp_path / "fig.png").exists()

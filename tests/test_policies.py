@@ -137,7 +137,7 @@ def test_save_model_round_trip_loads_as_hf_path(small, tmp_path):
 @pytest.mark.model
 def test_batched_generation_records_what_scoring_reproduces(small):
     model, tokenizer = small
-    policy = HFPolicy(model, tokenizer, temperature=0.8, top_p=0.9, max_new_tokens=10, seed=0)
+    policy = HFPolicy(model, tokenizer, temperature=0.8, max_new_tokens=10, seed=0)
     convs = [Conversation(messages=[{"role": "system", "content": "Play."},
                                     {"role": "user", "content": "word " * n}]) for n in (1, 7, 20)]
     outs = policy.act(convs)
@@ -150,6 +150,20 @@ def test_batched_generation_records_what_scoring_reproduces(small):
                                temperature=policy.temperature)
     for o, lp in zip(outs, scores.to_lists()[0]):
         assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(lp), atol=1e-4)
+
+
+@pytest.mark.model
+def test_a_top_p_cut_records_the_log_probs_of_what_was_sampled_from(small):
+    """With top_p < 1 the tokens come from the cut distribution renormalised: its log-probs are
+    recorded (the behaviour policy), at least the uncut policy's, and greater where mass was cut."""
+    model, tokenizer = small
+    policy = HFPolicy(model, tokenizer, temperature=1.0, top_p=0.3, max_new_tokens=6, seed=0)
+    gens = policy.generate([[1, 2, 3, 4], [5, 6, 7]])
+    scores = score_completions(model, [g.prompt_ids for g in gens], [g.completion_ids for g in gens])
+    recorded = torch.tensor([lp for g in gens for lp in g.logprobs])
+    uncut = torch.tensor([lp for row in scores.to_lists()[0] for lp in row])
+    assert (recorded <= 1e-6).all() and (recorded >= uncut - 1e-4).all()
+    assert (recorded > uncut + 1e-3).any()
 
 
 @pytest.mark.model

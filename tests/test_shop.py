@@ -141,7 +141,8 @@ def test_junk_actions_never_raise_and_change_nothing(env):
         json.dumps(info)  # still serialisable
 
 
-def test_navigation_and_pagination(env):
+def test_navigation_and_pagination():
+    env = turngym.make("turngym/Shop-v0", max_turns=40)  # more steps than Shop-v0's 15
     obs, info = env.reset(seed=0, options=_first_test_task(env))
     assert info["admissible_actions"] == ["search[<your query>]"]
     assert info["extra"]["available_actions"] == {"has_search_bar": True, "clickables": ["search"]}

@@ -212,6 +212,13 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: 
 
 # ----- generation ----------------------------------------------------------------------------
 
+def distinct_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+    """(the distinct prompts in first-seen order, the index of each row's prompt among them)."""
+    index: dict[tuple[int, ...], int] = {}
+    owner = [index.setdefault(tuple(p), len(index)) for p in prompts]
+    return [list(p) for p in index], owner
+
+
 @torch.no_grad()
 def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float = 1.0,
              top_k: int = 0, eos_ids: set[int] = frozenset(), stop: Sequence[str] = (),
@@ -234,9 +241,8 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
         raise ValueError("decode: needed to check stop strings")
     # 1. prefill: rows with the same prompt (group members in the same state) share one
     # encoding; each distinct prompt runs only its uncached suffix
-    distinct: dict[tuple[int, ...], int] = {}
-    owner = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    first, own_kv = _prefill(model, [list(p) for p in distinct], cache, pad_id, device)
+    unique, owner = distinct_rows(prompts)
+    first, own_kv = _prefill(model, unique, cache, pad_id, device)
     first_logits = [first[k] for k in owner]
     row_kv = [own_kv[k] for k in owner]
     del own_kv

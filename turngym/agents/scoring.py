@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from turngym.agents import decoding
 from turngym.agents.decoding import forward_with_cache, from_layers, keep_last, to_layers
 
 MIN_SHARED_HEAD = 16  # shorter common heads are not worth a second forward call
@@ -93,19 +94,17 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
     device = next(model.parameters()).device
     batch = len(prompt_ids)
     head = common_head(prompt_ids) if share_head else 0
-    distinct: dict[tuple[int, ...], int] = {}
-    owner = [distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids]
+    distinct, owner = decoding.distinct_rows(prompt_ids) if share_head else (prompt_ids, list(range(batch)))
     with torch.set_grad_enabled(with_grad):
         past = None
         if head:
             ids = torch.tensor([list(prompt_ids[0][:head])], dtype=torch.long, device=device)
             _, cache = forward_with_cache(model, None, input_ids=ids, logits_to_keep=1,
                                           position_ids=torch.arange(head, device=device).unsqueeze(0))
-            past = from_layers([(k.expand(len(distinct) if share_head else batch, -1, -1, -1),
-                                 v.expand(len(distinct) if share_head else batch, -1, -1, -1))
+            past = from_layers([(k.expand(len(distinct), -1, -1, -1), v.expand(len(distinct), -1, -1, -1))
                                 for k, v in to_layers(cache)])
-        if share_head and len(distinct) < batch:
-            return _score_distinct_prompts(model, [list(p) for p in distinct], owner, completion_ids, head, past,
+        if len(distinct) < batch:
+            return _score_distinct_prompts(model, distinct, owner, completion_ids, head, past,
                                            temperature, pad_id, compute_entropy, device)
         tails = [list(p[head:]) for p in prompt_ids]
         max_prompt = max(len(p) for p in tails)

@@ -91,6 +91,8 @@ class BackendKind:
 
 
 _TABLE: dict[str, BackendKind] = {}
+#: names registered by modules above core, imported on first use
+_PROVIDERS = {"remote": "turngym.integrations.remote_pool"}
 
 
 def register_backend(kind: BackendKind) -> None:
@@ -102,11 +104,14 @@ def backend_kind(backend: str | BackendKind) -> BackendKind:
     """The table's entry for a name (or the kind itself); a ValueError naming the field if none."""
     if isinstance(backend, BackendKind):
         return backend
+    if backend not in _TABLE and backend in _PROVIDERS:
+        # a kind that a higher floor registers, found by its module's name (as Gymnasium finds
+        # an entry point): core never imports it, and "remote" works after a plain import
+        import importlib
+
+        importlib.import_module(_PROVIDERS[backend])
     if backend in _TABLE:
         return _TABLE[backend]
-    if backend in BACKENDS:  # a known name whose module has not been imported
-        raise ValueError(f"backend: {backend!r} is registered by turngym.integrations.remote_pool; "
-                         "import turngym (or that module) first")
     raise ValueError(f"backend: {backend!r} is not one of {list(BACKENDS + tuple(k for k in _TABLE if k not in BACKENDS))}")
 
 

@@ -1,0 +1,185 @@
+"""What one RL episode of the demo costs on this machine: rollouts plus the update, side by side
+for the path before repeated prompts were shared ("before") and today's ("today").
+
+    python benchmarks/rl_episode_cost.py --sft runs/sft0 [--updates 3] [--threads 0]
+
+``--sft`` is a run folder with an update-0 checkpoint after the demo's SFT, made by
+``python -m turngym demo --updates 0 --set checkpoint_every=100 --set eval.at_start=false
+--run-dir runs/sft0``. Both paths start from it with the same seeds and run the demo's updates
+(2 tasks x 8 rollouts, GiGPO): "before" encodes every row's prompt even where rows repeat one
+(group members in the same state), as generation and scoring did until 2026-11-27; "today"
+encodes each distinct prompt once. Samples can differ slightly between the two (other batch
+shapes round differently in bfloat16), so each path reports its own tokens.
+
+Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
+per episode: prompt tokens encoded while sampling, tokens decoded, tokens through the model in
+the update. The compute bound is those tokens at this machine's measured rates, forward (batch
+8 x 256 tokens, no grad) and forward+backward through the demo's LoRA model, in the same run:
+the share says how close the loop runs to torch's own speed. Results go to
+``benchmarks/results/rl_episode_cost/<date>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from turngym.agents import decoding
+
+
+def count_tokens(model, counter: dict):
+    """A forward pre-hook on the base transformer counting real input tokens per call."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = base.model
+
+    def hook(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask")
+        if ids is None:
+            return
+        if mask is not None and mask.shape == ids.shape:
+            counter["tokens"] += int(mask.sum())
+        else:
+            counter["tokens"] += ids.numel()
+
+    return inner.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def every_row(prompts):
+    """The path before: each row its own prompt (no sharing of repeated prompts)."""
+    return [list(p) for p in prompts], list(range(len(prompts)))
+
+
+def run_path(name: str, args, overrides: list[str]) -> dict:
+    from turngym.core.pool import EnvPool
+    from turngym.trainers import checkpoint as ckpt
+    from turngym.trainers.config import load_config
+    from turngym.trainers.loop import learn
+    from turngym.trainers.rollout import collect
+    from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, split_task_ids
+
+    real = decoding.distinct_rows
+    if name == "before":
+        decoding.distinct_rows = every_row
+    try:
+        cfg = load_config(None, overrides)
+        tr = build_trainer(cfg, log=lambda _: None)
+        optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
+        tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0)
+        last = ckpt.latest_checkpoint(Path(args.sft))
+        if last is None:
+            raise SystemExit(f"--sft: no checkpoint under {args.sft}/checkpoints (see this script's docstring)")
+        state = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
+        tr.state.update({k: state[k] for k in ("task_order", "task_cursor") if k in state})
+        optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
+        env_kwargs = dict(cfg.env.kwargs)
+        train_ids = split_task_ids(cfg.env.id, cfg.env.train_split, env_kwargs)
+        pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
+        counter = {"tokens": 0}
+        handle = count_tokens(tr.model, counter)
+        rows = []
+        try:
+            for update in range(1, args.updates + 1):
+                tr.state["update"] = update
+                tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
+                tr.policy.reset_history()
+                counter["tokens"] = 0
+                decoded = tr.policy.generated_tokens
+                t0 = time.perf_counter()
+                trajs = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size,
+                                seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns)
+                t1 = time.perf_counter()
+                prefill, decoded = counter["tokens"], tr.policy.generated_tokens - decoded
+                tr.policy.reset_history()
+                counter["tokens"] = 0
+                row = learn(tr, optimizer, trajs, update, t1 - t0, 0)
+                t2 = time.perf_counter()
+                rows.append({"update": update, "episodes": len(trajs), "turns": sum(t.length for t in trajs),
+                             "rollout_s": t1 - t0, "update_s": t2 - t1, "prompt_tokens_sampling": prefill,
+                             "decode_steps_tokens": decoded, "update_tokens": counter["tokens"],
+                             "distinct_prompts": len({tuple(s.prompt_ids) for t in trajs for s in t.steps}),
+                             "train_success": row.get("train/success_rate")})
+                print(f"  {name} update {update}: {rows[-1]}", flush=True)
+        finally:
+            handle.remove()
+            pool.close()
+    finally:
+        decoding.distinct_rows = real
+    episodes = sum(r["episodes"] for r in rows)
+    seconds = sum(r["rollout_s"] + r["update_s"] for r in rows)
+    per = {k: sum(r[k] for r in rows) / episodes for k in ("prompt_tokens_sampling", "decode_steps_tokens",
+                                                          "update_tokens", "turns", "rollout_s", "update_s")}
+    return {"path": name, "updates": rows, "episodes": episodes, "episodes_per_minute": 60 * episodes / seconds,
+            "per_episode": per}
+
+
+def measured_rates(overrides: list[str]) -> dict:
+    """Forward tokens/s (no grad) and forward+backward tokens/s through the demo's LoRA model."""
+    from turngym.trainers.config import load_config
+    from turngym.trainers.setup import build_trainer
+
+    tr = build_trainer(load_config(None, overrides), log=lambda _: None)
+    ids = torch.randint(100, 20000, (8, 256))
+    model = tr.model
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        forward = 3 * ids.numel() / (time.perf_counter() - t0)
+    model.train()
+    t0 = time.perf_counter()
+    for _ in range(2):
+        out = model(input_ids=ids, use_cache=False, logits_to_keep=16)
+        out.logits.float().logsumexp(-1).sum().backward()
+    backward = 2 * ids.numel() / (time.perf_counter() - t0)
+    model.eval()
+    return {"forward_tokens_per_s": forward, "forward_backward_tokens_per_s": backward}
+
+
+def main() -> None:
+    import argparse as _argparse
+
+    from turngym import demo
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sft", required=True, help="run folder with the demo's update-0 (after SFT) checkpoint")
+    p.add_argument("--updates", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--paths", default="before,today")
+    p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    parser = _argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    demo_args = parser.parse_args(["--no-progress", "--num-envs", "16"])
+    overrides = [*demo.demo_overrides(demo_args), "tensorboard=false", f"run_dir={args.out}/scratch"]
+    out = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "sft": str(args.sft),
+           "rates": measured_rates(overrides), "paths": []}
+    print("rates:", out["rates"], flush=True)
+    for name in args.paths.split(","):
+        out["paths"].append(run_path(name, args, overrides))
+    fwd, fb = out["rates"]["forward_tokens_per_s"], out["rates"]["forward_backward_tokens_per_s"]
+    print(f"\n{'path':8} {'episodes/min':>12} {'prompt tok/ep':>14} {'decoded/ep':>11} {'update tok/ep':>14} "
+          f"{'bound ep/min':>13} {'share':>6}")
+    for r in out["paths"]:
+        per = r["per_episode"]
+        # the bound: prompt and decode tokens at the forward rate, update tokens at the f+b rate
+        bound = 60 / ((per["prompt_tokens_sampling"] + per["decode_steps_tokens"]) / fwd + per["update_tokens"] / fb)
+        r["bound_episodes_per_minute"] = bound
+        print(f"{r['path']:8} {r['episodes_per_minute']:12.1f} {per['prompt_tokens_sampling']:14.0f} "
+              f"{per['decode_steps_tokens']:11.1f} {per['update_tokens']:14.0f} {bound:13.1f} "
+              f"{r['episodes_per_minute'] / bound:6.2f}")
+    path = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    print(f"\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()
