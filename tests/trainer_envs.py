@@ -56,44 +56,51 @@ if NO_E_ID not in {s.id for s in turngym.list_envs()}:
                      description="One turn: reply without the letter e (the must-learn test)", family="tests")
 
 
-class AlternateEEnv(CounterEnv):
-    """Two turns with opposite rules: turn 1 wants a reply without the letter 'e', turn 2 one
-    with it. Each turn that keeps its rule earns 0.5; success is keeping both.
+class NoLetterETwiceEnv(CounterEnv):
+    """Two turns, each asking for a reply without the letter 'e'. Each turn that keeps the rule
+    earns 0.5; success is keeping both (about 5% of a random tiny model's episodes).
 
-    The multi-turn must-learn test trains on it. A policy can only learn it by crediting each
-    turn with its own outcome and conditioning on the turn's instruction: advantages laid on the
-    wrong turn, or a loss mask shifted off the reply's tokens, push one turn's tokens by the
-    other's rule. The true state is the turn, so every group shares one anchor state per turn
-    (GiGPO's step groups).
+    The multi-turn must-learn test trains on it. The state is (turn, turns kept so far), so
+    GiGPO's step groups at turn 2 split by how turn 1 went (groups of unequal size, singletons
+    with a zero step term), as in a real multi-turn env.
+
+    Why not two turns with opposite rules (no 'e', then an 'e')? Per-turn credit would matter
+    most there, but the tiny random model does not learn it reliably in RL: its last hidden state
+    barely depends on the turn (cosine 0.99 between the two turns' prompts), so a step that raises
+    a reply token on one turn raises it on the other; the policy stayed at chance or collapsed
+    onto one token that keeps one rule, where every group ties and learning stops (18 of 19 runs
+    over learning rates, adapters, seeds and prompts; see docs/training.md). Whether each turn's advantage lands on its own tokens is checked directly
+    in tests/test_losses.py.
     """
 
-    RULES = ("Reply with a word that has no letter e.", "Now reply with a word that has the letter e.")
+    RULE = "Reply with a word that has no letter e."
 
     def instructions(self):
-        return "Follow each turn's rule."
+        return "Follow the rule on every turn."
+
+    def admissible_actions(self):
+        return None  # free text: no Counter actions under the observation
 
     def state(self):
-        return {"turn": self.turn_index, "done": self._done}
+        return {"turn": self.turn_index, "kept": self.kept, "done": self._done}
 
     def _reset(self, task):
         self.turn_index, self.kept = 0, 0
-        return self.RULES[0], {}
+        return "Turn 1. " + self.RULE, {}
 
     def _step(self, action):
-        has_e = "e" in action.lower()
-        ok = bool(action.strip()) and (has_e if self.turn_index == 1 else not has_e)
+        ok = bool(action.strip()) and "e" not in action.lower()
         self.kept += ok
         self.turn_index += 1
-        done = self.turn_index == len(self.RULES)
-        obs = ("Kept." if ok else "Broken.") + ("" if done else " " + self.RULES[self.turn_index])
-        success = done and self.kept == len(self.RULES)
-        return obs, 0.5 * ok, done, False, {"is_success": success, "progress": self.kept / len(self.RULES)}
+        done = self.turn_index == 2
+        obs = ("Kept." if ok else "Broken.") + ("" if done else " Turn 2. " + self.RULE)
+        return obs, 0.5 * ok, done, False, {"is_success": done and self.kept == 2, "progress": self.kept / 2}
 
     def expert_action(self):
-        return "yes" if self.turn_index == 1 else "ok"
+        return "ok"
 
 
-ALTERNATE_ID = "turngym-tests/AlternateE-v0"
-if ALTERNATE_ID not in {s.id for s in turngym.list_envs()}:
-    turngym.register(ALTERNATE_ID, "trainer_envs:AlternateEEnv", max_episode_steps=2,
-                     description="Two turns, opposite rules (the multi-turn must-learn test)", family="tests")
+TWICE_ID = "turngym-tests/NoLetterETwice-v0"
+if TWICE_ID not in {s.id for s in turngym.list_envs()}:
+    turngym.register(TWICE_ID, "trainer_envs:NoLetterETwiceEnv", max_episode_steps=2,
+                     description="Two turns without the letter e (the multi-turn must-learn test)", family="tests")

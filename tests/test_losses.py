@@ -1,0 +1,86 @@
+"""Sharp checks of two places where a learning bug can hide from a learning curve: the clipped
+surrogate's gradient in each of its four regions, and which turn's advantage lands on which
+turn's tokens (``samples.compute_advantages``). The must-learn tests (test_must_learn.py) catch
+bugs that stop learning; these catch the ones that only make it worse (an inverted clip still
+learns; a swapped turn order still learns through the episode term), see
+benchmarks/must_learn_mutants.py.
+
+The functions are looked up on their modules at call time, so the mutants benchmark can run
+these tests against a monkeypatched trainer.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from turngym.core.records import Step, Trajectory  # noqa: E402
+from turngym.trainers import losses, samples  # noqa: E402
+from turngym.trainers.advantages import ESTIMATORS  # noqa: E402
+from turngym.trainers.config import load_config  # noqa: E402
+
+CLIP_LOW, CLIP_HIGH = 0.2, 0.28
+
+
+def test_clipped_surrogate_gradient_in_each_region():
+    """PPO's pessimistic bound: the gradient vanishes only where the ratio has already moved past
+    the clip in the advantage's direction, and is -A * ratio / num_tokens everywhere else."""
+    ratios = torch.tensor([[0.5, 1.0, 1.5, 0.5, 1.0, 1.5]])
+    adv = torch.tensor([[1.0, 1.0, 1.0, -1.0, -1.0, -1.0]])
+    mask = torch.ones_like(ratios)
+    old = torch.zeros_like(ratios)
+    logp = torch.log(ratios).requires_grad_(True)
+    loss, clip_frac = losses.clipped_policy_loss(logp, old, adv, mask, 6.0, CLIP_LOW, CLIP_HIGH)
+    # per token min(r A, clip(r) A): 0.5, 1, 1.28 (clipped) | -0.8 (clipped), -1, -1.5
+    expected = -(0.5 + 1.0 + 1.28 - 0.8 - 1.0 - 1.5) / 6
+    assert loss.item() == pytest.approx(expected)
+    assert clip_frac.item() == pytest.approx(2 / 6)
+    (grad,) = torch.autograd.grad(loss, logp)
+    # d/dlogp of -(r A) / n is -r A / n; zero on the two clipped tokens
+    want = torch.tensor([[-0.5, -1.0, 0.0, 0.0, 1.0, 1.5]]) / 6
+    assert torch.allclose(grad, want, atol=1e-6), grad
+
+
+def test_clipped_surrogate_ignores_masked_tokens():
+    logp = torch.log(torch.tensor([[0.3, 0.6]])).requires_grad_(True)
+    old = torch.log(torch.tensor([[0.3, 0.3]]))
+    loss, _ = losses.clipped_policy_loss(logp, old, torch.tensor([[2.0, 7.0]]), torch.tensor([[1.0, 0.0]]), 1.0)
+    (grad,) = torch.autograd.grad(loss, logp)
+    assert loss.item() == pytest.approx(-2.0) and grad[0, 1] == 0 and grad[0, 0] == pytest.approx(-2.0)
+
+
+def two_turn_group() -> list[Trajectory]:
+    """Two rollouts of one task: A keeps turn 1's rule and breaks turn 2's, B the reverse. Equal
+    returns, so GiGPO's episode term is 0 and each turn's advantage is its own step term. Turn
+    lengths differ (2 and 3 tokens) and every turn has its own prompt, so a row is traceable."""
+    def rollout(name: str, rewards: tuple[float, float]) -> Trajectory:
+        steps = [Step(turn=t, observation="", action="x", reward=r, terminated=t == 1, state_key=f"turn{t}",
+                      info={"state_key": f"turn{t + 1}"}, prompt_ids=[ord(name), t], completion_ids=[5] * (2 + t),
+                      logprobs=[-1.0] * (2 + t))
+                 for t, r in enumerate(rewards)]
+        return Trajectory(env_id="x", task_id="t", seed=0, group_id="g", trajectory_id=name, steps=steps,
+                          episode_return=sum(rewards))
+
+    return [rollout("A", (0.5, 0.0)), rollout("B", (0.0, 0.5))]
+
+
+def test_each_turn_gets_its_own_advantage_on_its_own_tokens():
+    """samples.compute_advantages with GiGPO: the turn that kept its rule (beat its anchor-state
+    peer) gets +, the one that broke it -, on exactly that turn's tokens. Advantages laid on the
+    neighbouring turn flip every sign here."""
+    tr = SimpleNamespace(cfg=load_config(None, ["rl.estimator=gigpo"]), estimator=ESTIMATORS["gigpo"])
+    trajs = two_turn_group()
+    rows = samples.compute_advantages(tr, trajs)
+    by_prompt = {tuple(r.prompt_ids): r for r in rows}
+    assert len(rows) == 4
+    for traj in trajs:
+        for step in traj.steps:
+            row = by_prompt[tuple(step.prompt_ids)]
+            assert len(row.advantages) == len(step.completion_ids) == len(row.old_logprobs)
+            # the group's two step returns differ by one reward: normalised to +-1/sqrt(2)
+            sign = 1.0 if step.reward > 0 else -1.0
+            assert row.advantages == pytest.approx([sign * 2 ** -0.5] * len(step.completion_ids), abs=1e-4)
+            assert step.advantage == pytest.approx(sign * 2 ** -0.5, abs=1e-4)
