@@ -85,7 +85,8 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     for epoch in range(cfg.epochs):
         # a stream of its own, derived from the update: the task-order stream stays in step
         # across processes whatever their sample counts
-        order = np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch, rank]).permutation(len(samples))
+        order = prompt_clustered_order(samples, np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch,
+                                                                       rank]))
         for i in range(n_minibatches):
             mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
             # prompts in token order: a micro-batch holds turns of one task, whose common head
@@ -149,6 +150,17 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
         out.pop("loss/value")
     out["policy/zero_advantage_turns"] = dropped
     return out
+
+
+def prompt_clustered_order(samples: list[Sample], rng: np.random.Generator) -> list[int]:
+    """A random order of the samples in which turns with the same prompt (group members in the
+    same state) stay together, so that a minibatch holds them all and scoring encodes their
+    prompt once (``agents/scoring.py``); the clusters come in random order."""
+    clusters: dict[tuple[int, ...], list[int]] = {}
+    for k, s in enumerate(samples):
+        clusters.setdefault(tuple(s.prompt_ids), []).append(k)
+    groups = list(clusters.values())
+    return [k for g in rng.permutation(len(groups)) for k in groups[g]]
 
 
 def cuts_sampling(policy) -> bool:
