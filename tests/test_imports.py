@@ -1,5 +1,6 @@
-"""The package's import structure (issue 21): nothing below the command line imports
-``turngym.cli``, and the registration modules never use the half-initialised ``turngym``."""
+"""The package's import structure: no module imports a floor above its own (issue 35), nothing
+below the command line imports ``turngym.cli``, and the registration modules never use the
+half-initialised ``turngym`` (issue 21)."""
 
 import ast
 import json
@@ -20,31 +21,129 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_names(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module an import statement in ``path`` names (relative ones resolved), and every
-    string constant that spells a module, as in ``importlib.import_module("turngym.cli")``."""
+def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, int]]:
+    """(module, line) for every import statement in ``path``, at any depth (in a function, under
+    ``if TYPE_CHECKING``), relative ones resolved. ``from a import b`` names both ``a`` and
+    ``a.b`` (``b`` may be a submodule, as in ``from turngym import sandbox``)."""
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    names: set[str] = set()
+    found: list[tuple[str, int]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            found.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((base, node.lineno))
+            found.extend((f"{base}.{alias.name}", node.lineno) for alias in node.names)
+    return found
+
+
+def imported_names(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module an import statement in ``path`` names (relative ones resolved), and every
+    string constant that spells a module, as in ``importlib.import_module("turngym.cli")``."""
+    names = {module for module, _ in import_statements(path, root)}
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.add(node.value.partition(":")[0])
     return names
+
+
+# ----- floors: nothing imports a floor above its own ---------------------------------------
+
+#: the floors, bottom up. The bare ``turngym`` package is on none: it is the facade every import
+#: of a submodule runs first anyway, so ``import turngym`` (for ``turngym.make``) adds nothing.
+FLOORS = {
+    "turngym.core": 1, "turngym.sandbox": 1,
+    "turngym.tools": 2, "turngym.viewer": 2,
+    "turngym.envs": 3, "turngym.agents": 3,
+    "turngym.trainers": 4, "turngym.integrations": 4, "turngym.check": 4,
+    "turngym.cli": 5, "turngym.cli_common": 5, "turngym.demo": 5, "turngym.__main__": 5,
+}
+
+#: (importer, imported) pairs that go up a floor today, each with why it is not fixed yet. Keep
+#: it short: a test below fails when an entry no longer occurs, so a fix also shrinks the list.
+ALLOWED_UPWARD = {
+    # `serve-llm` and `serve-env` raise CLIError, which now lives in turngym.core.commands; these
+    # two files belong to the interop work in progress, so they keep importing the floor-5 shim
+    # turngym.cli_common until that work lands (then: from turngym.core.commands import CLIError).
+    ("turngym.agents.serve", "turngym.cli_common"),
+    ("turngym.integrations.env_server", "turngym.cli_common"),
+}
+
+
+def room_of(module: str) -> str | None:
+    """The entry of FLOORS that ``module`` is in (None: not part of the package's floors)."""
+    return next((room for room in FLOORS if module == room or module.startswith(room + ".")), None)
+
+
+def floor_of(module: str) -> int | None:
+    room = room_of(module)
+    return FLOORS[room] if room else None
+
+
+def upward_imports(package: Path = PACKAGE, root: Path = ROOT) -> dict[tuple[str, str], list[str]]:
+    """(importer, room imported) -> ["path:line", ...] for every import that goes up a floor."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        importer = module_name(path, root)
+        own = floor_of(importer)
+        for module, line in import_statements(path, root):
+            target = floor_of(module)
+            if own is not None and target is not None and target > own:
+                key = (importer, room_of(module))
+                where = found.setdefault(key, [])
+                if f"{path.relative_to(root)}:{line}" not in where:
+                    where.append(f"{path.relative_to(root)}:{line}")
+    return found
+
+
+def test_every_module_is_on_a_floor():
+    lost = sorted(module_name(p) for p in PACKAGE.rglob("*.py")
+                  if module_name(p) != "turngym" and floor_of(module_name(p)) is None)
+    assert not lost, f"put these in FLOORS: {lost}"
+
+
+def test_no_module_imports_a_floor_above_its_own():
+    found = upward_imports()
+    up = {key: where for key, where in found.items() if key not in ALLOWED_UPWARD}
+    assert not up, ("imports that go up a floor (core, sandbox < tools, viewer < envs, agents < trainers, "
+                    f"integrations, check < the command line): {up}")
+    stale = sorted(ALLOWED_UPWARD - set(found))
+    assert not stale, f"fixed, so take them off ALLOWED_UPWARD: {stale}"
+
+
+def test_the_viewer_and_evaluate_load_nothing_from_the_trainers():
+    code = ("import sys, turngym.viewer.report, turngym.viewer.server, turngym.core.runs\n"
+            "print(sorted(m for m in sys.modules if m.startswith('turngym.trainers')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_the_floor_scan_sees_every_import_and_no_string(tmp_path):
+    viewer = tmp_path / "turngym" / "viewer"
+    viewer.mkdir(parents=True)
+    forms = ["from turngym.trainers.metrics import read_metrics", "import turngym.envs.shop",
+             "from turngym import agents", "from .. import check", "from ..integrations import batch",
+             "def later():\n    from turngym.trainers import rollout\n",
+             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from turngym.demo import main\n"]
+    for i, form in enumerate(forms):
+        (viewer / f"m{i}.py").write_text(form + "\n")
+    (viewer / "ok.py").write_text("import importlib\nimport turngym\nfrom turngym import make\n"
+                                  "from turngym.core.runs import read_metrics\nfrom . import data\n"
+                                  "importlib.import_module('turngym.trainers.cli')\n")
+    found = upward_imports(tmp_path / "turngym", tmp_path)
+    assert {importer for importer, _ in found} == {f"turngym.viewer.m{i}" for i in range(len(forms))}
+    assert ("turngym.viewer.m6", "turngym.demo") in found
 
 
 def test_only_the_command_line_imports_turngym_cli():
     offenders = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
                        if p not in CLI_MODULES and "turngym.cli" in imported_names(p))
-    assert not offenders, f"import from turngym.cli_common instead: {offenders}"
+    assert not offenders, f"import from turngym.core.commands instead: {offenders}"
 
 
 def test_the_scan_sees_every_way_of_importing_the_cli(tmp_path):
@@ -55,7 +154,7 @@ def test_the_scan_sees_every_way_of_importing_the_cli(tmp_path):
     for i, form in enumerate(forms):
         (pkg / f"m{i}.py").write_text(form + "\n")
         assert "turngym.cli" in imported_names(pkg / f"m{i}.py", root=tmp_path), form
-    (pkg / "ok.py").write_text("from turngym.cli_common import CLIError\nimport turngym.trainers.cli\n")
+    (pkg / "ok.py").write_text("from turngym.core.commands import CLIError\nimport turngym.trainers.cli\n")
     assert "turngym.cli" not in imported_names(pkg / "ok.py", root=tmp_path)
 
 

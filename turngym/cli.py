@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from turngym.cli_common import CLIError, format_table
+from turngym.core.commands import CLIError, format_table
 
 # name -> (one-line help, module with add_arguments(parser) and run(args) -> int)
 EXTERNAL_COMMANDS: dict[str, tuple[str, str]] = {
@@ -176,8 +176,7 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
     if out:
         _check_out(out)
         Path(out).unlink(missing_ok=True)
-    from turngym.trainers.metrics import summarize
-    from turngym.trainers.rollout import collect
+    from turngym.core.runs import collect, summarize
 
     try:
         with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:

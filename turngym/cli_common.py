@@ -1,32 +1,7 @@
-"""What the ``turngym`` commands share: the user-error type, the result table, serving until
-Ctrl-C. The command modules (serve, view, train, ...) import these from here, not from
-``turngym.cli``, so nothing below the command line imports it."""
+"""The commands' shared helpers, importable from here as before; they live in
+``turngym.core.commands`` so the command modules below the command line (view, serve, train,
+...) need nothing from this floor."""
 
-from __future__ import annotations
+from turngym.core.commands import CLIError, format_table, serve_until_interrupted
 
-
-class CLIError(Exception):
-    """A mistake the user can fix; printed as one line, exit code 2."""
-
-
-def format_table(rows: list[dict], columns: list[str]) -> str:
-    def cell(v):
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    widths = [max(len(c), *(len(cell(r.get(c, ""))) for r in rows)) for c in columns]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(cell(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
-    return "\n".join(lines)
-
-
-def serve_until_interrupted(server) -> int:
-    """Serve an http.server until Ctrl-C, then close its socket; the exit code."""
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+__all__ = ["CLIError", "format_table", "serve_until_interrupted"]

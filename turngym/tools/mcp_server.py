@@ -143,7 +143,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import anyio
 
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
 
     if args.http:
         return _run_http(args)
@@ -314,7 +314,7 @@ def _run_http(args) -> int:
 
     import uvicorn
 
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
 
     if not 1 <= args.port <= 65535:
         raise CLIError(f"--port: {args.port} is not a TCP port (1-65535)")

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import importlib
 
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
     from turngym.trainers.config import describe, dump_yaml, load_config
 
     if args.print_config:

@@ -1,4 +1,7 @@
-"""Where a run's numbers go: metrics.jsonl (one object per line), TensorBoard, curves.png."""
+"""Where a run's numbers go: metrics.jsonl (one object per line), TensorBoard, curves.png.
+
+``read_metrics`` and ``summarize`` live in ``turngym.core.runs`` (the viewer and the CLI read
+runs without the trainer); they are importable from here as before."""
 
 from __future__ import annotations
 
@@ -8,7 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from turngym.core.runs import read_metrics, summarize
+
+__all__ = ["MetricsWriter", "eval_points", "plot_curves", "read_metrics", "summarize", "truncate_metrics"]
 
 
 class MetricsWriter:
@@ -56,38 +61,6 @@ def _plain(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.jsonl ([] when there is none). A line that is not a JSON object (one
-    cut by a killed writer, or bytes that are not text) is skipped, so a report still opens."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a killed writer
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
-
-
-def summarize(trajectories) -> dict[str, Any]:
-    """How a batch of episodes went: ``episodes`` (all of them), ``unscorable`` (the env or its
-    infrastructure failed), and over the scorable ones ``success_rate``, ``mean_return`` and
-    ``mean_steps`` (0.0 when none is scorable)."""
-    scorable = [t for t in trajectories if t.scorable]
-
-    def mean(values: list) -> float:
-        return float(np.mean(values)) if values else 0.0
-
-    return {"episodes": len(trajectories), "unscorable": len(trajectories) - len(scorable),
-            "success_rate": mean([t.success for t in scorable]),
-            "mean_return": mean([t.episode_return for t in scorable]),
-            "mean_steps": mean([t.length for t in scorable])}
 
 
 def truncate_metrics(path: Path, last_update: int) -> None:

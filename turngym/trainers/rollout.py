@@ -1,78 +1,26 @@
 """From env episodes to training rows: grouped rollouts, conversations rebuilt from records,
 expert turns tokenized for SFT.
 
-``collect`` runs N rollouts per task with identical starts through ``EnvPool`` (members of a
-group share task and seed) and annotates each step with the spans of its reply. ``conversation_at``
-rebuilds exactly the chat the pool showed the policy before a step, with the same builder
-(``Conversation.start`` / ``add_turn``), which is how SFT prompts match RL prompts.
+``collect`` (in ``turngym.core.runs``, importable from here) runs N rollouts per task with
+identical starts through ``EnvPool`` (members of a group share task and seed) and annotates each
+step with the spans of its reply. ``conversation_at`` rebuilds exactly the chat the pool showed
+the policy before a step, with the same builder (``Conversation.start`` / ``add_turn``), which is
+how SFT prompts match RL prompts.
 """
 
 from __future__ import annotations
 
-import time
-
 from turngym.core.policy import Conversation
 from turngym.core.records import Step, Trajectory
-from turngym.trainers.spans import parse_spans
+from turngym.core.runs import TurnProgress, collect, with_progress
 
-
-def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_steps: int,
-            on_trajectory=None, bar=None) -> list[Trajectory]:
-    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
-    if bar is not None:
-        done = on_trajectory
-
-        def on_trajectory(traj):
-            bar.update(1)
-            if done is not None:
-                done(traj)
-    trajectories = pool.rollout(with_progress(policy, bar), task_ids, group_size=group_size, seed=seed, max_steps=max_steps,
-                                on_trajectory=on_trajectory)
-    for traj in trajectories:
-        for step in traj.steps:
-            # spans index the raw reply (think / switch / subgoal / action); the env saw only the
-            # action parsed from it
-            step.spans = parse_spans(reply_of(step))
-    return trajectories
+__all__ = ["TurnProgress", "attach_tokens", "collect", "conversation_at", "expert_reply", "reply_of",
+           "sft_examples", "token_offsets", "with_progress"]
 
 
 def reply_of(step: Step) -> str:
     """The text ``Step.spans`` index: the model's raw reply."""
     return step.reply if step.reply is not None else step.action
-
-
-class TurnProgress:
-    """A policy wrapper that counts turns and generated tokens, and reports them after each batch.
-
-    Episodes of a long task can take minutes each; a bar that moves only when an episode ends
-    looks frozen. ``report(text)`` gets e.g. ``"412 turns, 38 tok/s"`` after every ``act``.
-    Everything else (``env_side``, ``prompt``, ...) reads through to the wrapped policy.
-    """
-
-    def __init__(self, policy, report):
-        self.policy, self.report = policy, report
-        self.turns = self.tokens = 0
-        self.seconds = 0.0
-
-    def act(self, conversations):
-        start = time.perf_counter()
-        outs = self.policy.act(conversations)
-        self.seconds += time.perf_counter() - start
-        self.turns += len(conversations)
-        self.tokens += sum(len(getattr(o, "completion_ids", None) or []) for o in outs)
-        rate = f", {self.tokens / self.seconds:.0f} tok/s" if self.tokens and self.seconds > 0 else ""
-        self.report(f"{self.turns} turns{rate}")
-        return outs
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-
-def with_progress(policy, bar):
-    """``policy`` reporting turns and tokens/s in a tqdm ``bar``'s postfix (unchanged when no bar)."""
-    if bar is None or getattr(bar, "disable", False):
-        return policy
-    return TurnProgress(policy, lambda text: bar.set_postfix_str(text, refresh=True))
 
 
 def attach_tokens(policy, trajectories: list[Trajectory]) -> int:

@@ -1,26 +1,14 @@
-"""Parse the tagged parts of a completion into character spans (Step.spans).
+"""From the spans of a reply (``Step.spans``) to token masks.
 
-A completion may contain ``<think>...</think>``, ``<switch>KEEP|SWITCH</switch>``,
-``<subgoal>...</subgoal>`` and ``<action>...</action>``. Each found tag's *content* becomes a
-``name -> [start, end)`` entry (characters of the completion text). Untagged completions get
-``{"action": [0, len(text)]}``: the whole text is the action.
+``parse_spans`` (reply text -> ``name -> [start, end)`` characters of each tag's content) lives
+in ``turngym.core.runs``, where ``collect`` fills the spans; it is importable from here as before.
 """
 
 from __future__ import annotations
 
-import re
+from turngym.core.runs import SPAN_NAMES, parse_spans
 
-SPAN_NAMES = ("think", "switch", "subgoal", "action")
-_TAG = re.compile(r"<(think|switch|subgoal|action)>(.*?)</\1>", re.DOTALL)
-
-
-def parse_spans(text: str) -> dict[str, list[int]]:
-    spans: dict[str, list[int]] = {}
-    for m in _TAG.finditer(text):
-        spans.setdefault(m.group(1), [m.start(2), m.end(2)])
-    if "action" not in spans and not spans:
-        spans["action"] = [0, len(text)]
-    return spans
+__all__ = ["SPAN_NAMES", "parse_spans", "token_span_mask"]
 
 
 def token_span_mask(offsets: list[tuple[int, int]], span: list[int] | None) -> list[int]:

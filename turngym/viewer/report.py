@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from turngym.trainers.metrics import read_metrics
+from turngym.core.runs import read_metrics
 from turngym.viewer import data
 
 DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
@@ -486,7 +486,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
 
     path = Path(args.path)
     if not path.exists():

@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from turngym.cli_common import CLIError, serve_until_interrupted
+    from turngym.core.commands import CLIError, serve_until_interrupted
 
     try:
         server = make_server(args.path, args.port)

@@ -126,7 +126,7 @@ def make_server(site: ShopSite, host: str = "127.0.0.1", port: int = 8000) -> Th
 
 
 def run(args: argparse.Namespace) -> int:
-    from turngym.cli_common import CLIError, serve_until_interrupted
+    from turngym.core.commands import CLIError, serve_until_interrupted
 
     try:
         catalog = open_catalog(args.catalog_size, 0, args.catalog_path)
