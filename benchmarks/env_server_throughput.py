@@ -68,7 +68,7 @@ def single_env(env, steps: int) -> float:
 def pool_rate(env_id: str, tasks: list[str], **pool_args) -> float:
     with turngym.EnvPool(env_id, num_envs=16, **pool_args) as pool:
         start = time.perf_counter()
-        trajs = pool.rollout(Look(), tasks, max_steps=40)
+        trajs = pool.rollout(Look(), tasks, max_turns=40)
         seconds = time.perf_counter() - start
     assert all(t.scorable for t in trajs)
     return sum(t.length for t in trajs) / seconds

@@ -104,13 +104,13 @@ class BareGeneratePolicy:
         return replies
 
 
-def play(policy, env_id: str, tasks: list[str], max_steps: int) -> dict:
+def play(policy, env_id: str, tasks: list[str], max_turns: int) -> dict:
     import turngym
 
     start, cpu = time.perf_counter(), time.process_time()
     tokens_before = policy.generated_tokens
     with turngym.EnvPool(env_id, num_envs=len(tasks), backend="inline") as pool:
-        trajs = pool.rollout(policy, tasks, seed=0, max_steps=max_steps)
+        trajs = pool.rollout(policy, tasks, seed=0, max_turns=max_turns)
     wall = time.perf_counter() - start
     tokens = policy.generated_tokens - tokens_before
     return {"wall_s": wall, "cpu_s": time.process_time() - cpu, "episodes": len(trajs),

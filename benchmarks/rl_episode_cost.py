@@ -60,7 +60,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.config import load_config
     from turngym.trainers.loop import learn
     from turngym.trainers.rollout import collect
-    from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, split_task_ids
+    from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
 
     real = decoding.distinct_rows
     if name == "before":
@@ -77,7 +77,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         tr.state.update({k: state[k] for k in ("task_order", "task_cursor") if k in state})
         optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
         env_kwargs = dict(cfg.env.kwargs)
-        train_ids = split_task_ids(cfg.env.id, cfg.env.train_split, env_kwargs)
+        train_ids = run_task_ids(cfg)[0]
         pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
         counter = {"tokens": 0}
         handle = count_tokens(tr.model, counter)
@@ -91,7 +91,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
                 decoded = tr.policy.generated_tokens
                 t0 = time.perf_counter()
                 trajs = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size,
-                                seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns)
+                                seed=cfg.seed + 1000 * update, max_turns=cfg.env.max_turns)
                 t1 = time.perf_counter()
                 prefill, decoded = counter["tokens"], tr.policy.generated_tokens - decoded
                 tr.policy.reset_history()

@@ -37,9 +37,9 @@ def small64():
     return copy.deepcopy(model).to(torch.float64), tokenizer
 
 
-def _episodes(policy, tasks=("counter-1", "counter-2", "counter-3"), group_size=2, max_steps=5):
+def _episodes(policy, tasks=("counter-1", "counter-2", "counter-3"), group_size=2, max_turns=5):
     with turngym.EnvPool(COUNTER, num_envs=4, backend="inline") as pool:
-        return pool.rollout(policy, list(tasks), group_size=group_size, seed=5, max_steps=max_steps)
+        return pool.rollout(policy, list(tasks), group_size=group_size, seed=5, max_turns=max_turns)
 
 
 def _no_cache_greedy(model, prompt: list[int], n: int) -> list[int]:
@@ -103,7 +103,7 @@ def test_replies_stop_where_the_action_ends():
 def test_act_stops_at_the_end_of_the_first_line(small64):
     model, tokenizer = small64
     stop_policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=40, seed=3)
-    trajs = _episodes(stop_policy, group_size=2, max_steps=3)
+    trajs = _episodes(stop_policy, group_size=2, max_turns=3)
     for step in (s for t in trajs for s in t.steps):
         text = tokenizer.decode(step.completion_ids, skip_special_tokens=True)
         # a stopped reply's text has one non-empty line, ending at the token that holds the newline
@@ -160,7 +160,7 @@ def test_tags_format_with_the_cache_records_what_was_generated(small64):
     model, tokenizer = small64
     policy = HFPolicy(model, tokenizer, temperature=0.9, max_new_tokens=6, seed=1,
                       prompt=PromptConfig(action_format="tags"))
-    trajs = _episodes(policy, tasks=("counter-4",), group_size=3, max_steps=3)
+    trajs = _episodes(policy, tasks=("counter-4",), group_size=3, max_turns=3)
     from turngym.agents.scoring import score_completions
 
     steps = [s for t in trajs for s in t.steps]

@@ -20,7 +20,7 @@ OPTIONS = {"gigpo": {"gamma": 0.9}, "hgpo": {"max_depth": 2}, "graph": {"backup"
 def episodes():
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=4, backend="inline") as pool:
         trajs = pool.rollout(RandomPolicy(seed=3), ["counter-1", "counter-2", "counter-3"], group_size=4,
-                             max_steps=6)
+                             max_turns=6)
     trajs[5].scorable = False  # an episode the env lost: 0, and out of its group
     assert any(t.episode_return > 0 for t in trajs) and any(t.episode_return == 0 for t in trajs)
     return trajs

@@ -86,7 +86,7 @@ def test_flattened_episode_is_exactly_what_the_model_saw():
     # the rollout function's own history: every turn exactly as shown, one sequence per episode
     policy = HFPolicy(model, tokenizer, max_new_tokens=10, seed=0, prompt=PromptConfig(history="transcript"))
     with one_torch_thread(), turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=1, max_steps=3)
+        trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=1, max_turns=3)
     multi = [t for t in trajs if t.length > 1]
     assert multi, "the random tiny model should not end these episodes in one turn"
     for traj in multi:

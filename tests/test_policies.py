@@ -324,7 +324,7 @@ def test_no_drift_over_multi_turn_episodes_tiny(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=6, seed=1)
     with turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=2, seed=3, max_steps=4)
+        trajs = pool.rollout(policy, ["counter-1", "counter-2"], group_size=2, seed=3, max_turns=4)
     assert [t.length for t in trajs] == [4, 4, 4, 4]  # gibberish actions never submit
     assert all(not s.info["action_valid"] for t in trajs for s in t.steps)
     assert_no_drift(trajs, model, policy.temperature, tokenizer)
@@ -338,7 +338,7 @@ def test_no_drift_with_tags_and_stop_strings(small):
     policy = HFPolicy(model, tokenizer, temperature=0.7, max_new_tokens=8, stop=[stop, "."], seed=2,
                       prompt=PromptConfig(action_format="tags"))
     with turngym.EnvPool(COUNTER, num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(policy, ["counter-3"], group_size=2, seed=0, max_steps=3)
+        trajs = pool.rollout(policy, ["counter-3"], group_size=2, seed=0, max_turns=3)
     assert_no_drift(trajs, model, policy.temperature, tokenizer)
 
 
@@ -348,7 +348,7 @@ def test_tools_announced_on_reset_stay_in_every_prompt(small):
     env_id = "turngym-tests/Counter-tools-v0"  # tools mode over the Counter engine (turngym.tools)
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=5, seed=0)
     with turngym.EnvPool(env_id, num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(policy, ["counter-1", "counter-2"], seed=0, max_steps=3)
+        trajs = pool.rollout(policy, ["counter-1", "counter-2"], seed=0, max_turns=3)
     for traj in trajs:
         assert traj.steps[0].info.get("tools") is None or len(traj.steps) == 1  # only reset announces them
         for step in traj.steps:
@@ -362,7 +362,7 @@ def test_last_k_history_records_what_the_model_saw(small):
     model, tokenizer = small
     policy = HFPolicy(model, tokenizer, max_new_tokens=4, prompt=PromptConfig(history="last_k", history_k=1))
     with turngym.EnvPool(COUNTER, num_envs=1, backend="inline") as pool:
-        traj = pool.rollout(policy, ["counter-1"], seed=0, max_steps=4)[0]
+        traj = pool.rollout(policy, ["counter-1"], seed=0, max_turns=4)[0]
     lengths = [len(s.prompt_ids) for s in traj.steps]
     assert lengths[2] < lengths[1] + len(traj.steps[1].completion_ids)  # older turns dropped
     scores = score_completions(model, [s.prompt_ids for s in traj.steps], [s.completion_ids for s in traj.steps])
@@ -376,7 +376,7 @@ def test_real_model_plays_a_household_episode_end_to_end_without_drift(real):
     policy = HFPolicy(model, tokenizer, temperature=1.0, max_new_tokens=10, seed=0)
     task = _first_task("turngym/Household-v0")
     with turngym.EnvPool("turngym/Household-v0", num_envs=1, backend="inline") as pool:
-        traj = pool.rollout(policy, [task], seed=0, max_steps=2)[0]
+        traj = pool.rollout(policy, [task], seed=0, max_turns=2)[0]
     assert traj.scorable and len(traj.steps) >= 1
     assert traj.steps[-1].terminated or traj.steps[-1].truncated
     first = tokenizer.decode(traj.steps[0].prompt_ids)

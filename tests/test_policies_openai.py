@@ -142,7 +142,7 @@ def test_episode_through_envpool_records_token_data(server, real):
     policy = load_policy(f"openai:{server}", api_key=KEY, temperature="1.0", max_tokens="6", token_ids="true",
                          logprobs="true", concurrency="2")
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=2, backend="thread") as pool:
-        trajs = pool.rollout(policy, ["counter-1"], group_size=2, seed=0, max_steps=2)
+        trajs = pool.rollout(policy, ["counter-1"], group_size=2, seed=0, max_turns=2)
     steps = [s for t in trajs for s in t.steps]
     assert len(steps) >= 2 and all(s.prompt_ids and s.completion_ids for s in steps)
     scores = score_completions(model, [s.prompt_ids for s in steps], [s.completion_ids for s in steps])
@@ -156,7 +156,7 @@ def test_tools_mode_episode_over_http(server, real):
     _, tokenizer = real
     policy = OpenAIPolicy(server, api_key=KEY, temperature=0, max_tokens=24, token_ids=True)
     with turngym.EnvPool("turngym-tests/Counter-tools-v0", num_envs=1, backend="inline") as pool:
-        traj = pool.rollout(policy, ["counter-1"], seed=0, max_steps=2)[0]
+        traj = pool.rollout(policy, ["counter-1"], seed=0, max_turns=2)[0]
     assert traj.scorable and traj.steps
     for step in traj.steps:  # tools come on reset only; every turn's prompt still declares them
         assert '"name": "submit"' in tokenizer.decode(step.prompt_ids)

@@ -30,7 +30,7 @@ class TaggedTextOnly:
 @pytest.mark.slow
 def test_text_only_reply_keeps_its_spans_and_is_what_gets_tokenized():
     with turngym.EnvPool(COUNTER, num_envs=1, backend="inline") as pool:
-        (traj,) = collect(pool, TaggedTextOnly(), ["counter-1"], group_size=1, seed=0, max_steps=3)
+        (traj,) = collect(pool, TaggedTextOnly(), ["counter-1"], group_size=1, seed=0, max_turns=3)
     step = traj.steps[0]
     assert step.action == "inc" and step.reply == REPLY  # the env got the action only
     assert step.info["action_valid"] and not step.completion_ids
@@ -79,8 +79,8 @@ class Stubborn:
 @pytest.mark.parametrize("backend", ["inline", "thread"])
 def test_pool_budget_is_decided_by_the_env_with_a_done_reason(backend):
     with turngym.EnvPool(COUNTER, num_envs=2, backend=backend) as pool:
-        short = pool.rollout(Stubborn(), ["counter-1", "counter-2"], max_steps=3)
-        long = pool.rollout(Stubborn(), ["counter-1"], max_steps=500)  # the env's own limit (20) is smaller
+        short = pool.rollout(Stubborn(), ["counter-1", "counter-2"], max_turns=3)
+        long = pool.rollout(Stubborn(), ["counter-1"], max_turns=500)  # the env's own limit (20) is smaller
         done = pool.rollout(ExpertPolicy(), ["counter-1"])
     for traj in short:
         assert traj.length == 3 and traj.steps[-1].truncated and not traj.steps[-1].terminated
@@ -89,8 +89,8 @@ def test_pool_budget_is_decided_by_the_env_with_a_done_reason(backend):
     assert long[0].length == 20 and long[0].steps[-1].info["done_reason"] == "max_turns"
     assert done[0].success and done[0].steps[-1].info["done_reason"] == "terminated"
     with turngym.EnvPool(COUNTER, num_envs=1, backend="inline") as pool:
-        with pytest.raises(ValueError, match="max_steps"):
-            pool.rollout(Stubborn(), ["counter-1"], max_steps=0)
+        with pytest.raises(ValueError, match="max_turns"):
+            pool.rollout(Stubborn(), ["counter-1"], max_turns=0)
 
 
 class Script:
@@ -158,7 +158,7 @@ class Recorder:
 def test_pool_and_conversation_at_build_the_same_conversation_with_tools():
     recorder = Recorder()
     with turngym.EnvPool(TOOLS, num_envs=2, backend="inline") as pool:
-        trajs = pool.rollout(recorder, ["counter-1", "counter-2"], seed=3, max_steps=5)
+        trajs = pool.rollout(recorder, ["counter-1", "counter-2"], seed=3, max_turns=5)
     for traj in trajs:
         shown = recorder.seen[json.dumps(traj.initial_info["messages"][:2], sort_keys=True)]
         assert len(shown) == traj.length == 3

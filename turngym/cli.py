@@ -182,7 +182,7 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
         with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
             # the trainer's rollout: per-turn progress (turns done, tokens/s), since LLM episodes
             # can take minutes each; 200 turns at most, the pool's default
-            trajs = collect(pool, policy, tasks, group_size=group_size, seed=seed, max_steps=200,
+            trajs = collect(pool, policy, tasks, group_size=group_size, seed=seed, max_turns=200,
                             on_trajectory=on_trajectory, bar=bar)
     except BaseException:
         bar.leave = False  # clear the bar: the error that follows is the one line to read

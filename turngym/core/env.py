@@ -21,7 +21,7 @@ episode unscorable, and every step from then until the next reset has ``scorable
 
 The turn limit is decided here and nowhere else: ``max_turns`` (the constructor's, else the
 registered ``max_episode_steps``), lowered for one episode by ``reset(options={"max_turns": n})``
-(how ``EnvPool.rollout(max_steps=...)`` passes its budget). The step that reaches it is
+(how ``EnvPool.rollout(max_turns=...)`` passes its budget). The step that reaches it is
 truncated with ``done_reason="max_turns"``, and every step that ends an episode has a
 ``done_reason``. ``turngym.register`` registers ids with Gymnasium without a ``max_episode_steps``,
 so ``gymnasium.make`` adds no ``TimeLimit`` on top; ``env.spec.max_episode_steps`` still shows

@@ -43,6 +43,12 @@ class Step:
             self.reply = self.action
 
 
+def reply_text(step: Step) -> str:
+    """The model's raw reply, the text ``Step.spans`` index (never None: ``Step`` fills in the
+    action for a turn without one)."""
+    return step.reply
+
+
 def group_id(task_id: str, seed: int) -> str:
     """The id of a group: the episodes that start from one task and one reset seed (GRPO's
     group). ``info["episode_id"]`` (``turngym.core.env.episode_id``) names the same start from

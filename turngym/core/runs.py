@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from turngym.core.records import Trajectory
+from turngym.core.records import Trajectory, reply_text
 
 #: the tagged parts of a reply that ``Step.spans`` can hold
 SPAN_NAMES = ("think", "switch", "subgoal", "action")
@@ -67,7 +67,7 @@ def parse_spans(text: str) -> dict[str, list[int]]:
     return spans
 
 
-def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_steps: int,
+def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_turns: int,
             on_trajectory=None, bar=None) -> list[Trajectory]:
     """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
     if bar is not None:
@@ -78,12 +78,12 @@ def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_s
             if done is not None:
                 done(traj)
     trajectories = pool.rollout(with_progress(policy, bar), task_ids, group_size=group_size, seed=seed,
-                                max_steps=max_steps, on_trajectory=on_trajectory)
+                                max_turns=max_turns, on_trajectory=on_trajectory)
     for traj in trajectories:
         for step in traj.steps:
             # spans index the raw reply (think / switch / subgoal / action); the env saw only the
             # action parsed from it
-            step.spans = parse_spans(step.reply)
+            step.spans = parse_spans(reply_text(step))
     return trajectories
 
 

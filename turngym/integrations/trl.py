@@ -151,7 +151,7 @@ class GRPORollout:
         for _, run in itertools.groupby(groups, key=lambda x: x[2]):
             run = list(run)
             trajectories += self.pool.rollout(policy, [task for _, task, _ in run], group_size=run[0][2],
-                                              seed=base + run[0][0], max_steps=self.max_turns)
+                                              seed=base + run[0][0], max_turns=self.max_turns)
         limit = getattr(trainer.args, "max_completion_length", None)
         ends = _end_tokens(trainer)
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],

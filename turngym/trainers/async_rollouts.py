@@ -171,7 +171,7 @@ class AsyncRollouts:
                     start = time.perf_counter()
                     self.policy.reset_history()
                     trajectories = collect(self.pool, self.policy, tasks, group_size=cfg.rl.group_size,
-                                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns)
+                                           seed=cfg.seed + 1000 * update, max_turns=cfg.env.max_turns)
                     self.policy.reset_history()
                     result: Any = (trajectories, version, time.perf_counter() - start)
             except BaseException as e:  # handed to the learner, which raises it

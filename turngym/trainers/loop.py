@@ -48,7 +48,7 @@ from turngym.trainers.setup import (
     make_optimizer,
     next_tasks,
     progress,
-    split_task_ids,
+    run_task_ids,
 )
 from turngym.trainers.update import rl_update, run_sft, score, sync_server
 
@@ -95,8 +95,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                             keep_until_update=tr.state["update"] if last is not None else -1) \
         if main else _NoMetrics()
     env_kwargs = dict(cfg.env.kwargs)
-    train_ids = split_task_ids(cfg.env.id, cfg.env.train_split, env_kwargs)
-    eval_ids = split_task_ids(cfg.env.id, cfg.env.eval_split, env_kwargs)
+    train_ids, eval_ids = run_task_ids(cfg)
     pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend=cfg.env.backend, env_kwargs=env_kwargs,
                    ray_address=cfg.env.ray_address)
     source = None  # the rollout worker, with rl.max_lag >= 1
@@ -199,7 +198,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
     bar = progress(tr, total=len(tasks) * cfg.rl.group_size, desc=f"rollouts {update}")
     trajectories = collect(pool, tr.rollout_policy, tasks, group_size=cfg.rl.group_size,
-                           seed=cfg.seed + 1000 * update, max_steps=cfg.env.max_turns, bar=bar)
+                           seed=cfg.seed + 1000 * update, max_turns=cfg.env.max_turns, bar=bar)
     bar.close()
     tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway
     retokenized = attach_tokens(tr.policy, trajectories) if tr.rollout_policy is not tr.policy else 0
@@ -265,7 +264,7 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | No
     bar = progress(tr, total=len(tasks), desc=f"eval {update}")
     # a fixed seed: every evaluation sees the same episodes, so curves compare like with like
     trajectories = collect(pool, tr.eval_policy, tasks, group_size=1, seed=cfg.seed + 100_003,
-                           max_steps=cfg.env.max_turns, bar=bar)
+                           max_turns=cfg.env.max_turns, bar=bar)
     bar.close()
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"{name or f'update_{update:04d}'}.jsonl", trajectories, append=False)

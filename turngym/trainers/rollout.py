@@ -11,16 +11,11 @@ how SFT prompts match RL prompts.
 from __future__ import annotations
 
 from turngym.core.policy import Conversation
-from turngym.core.records import Step, Trajectory
+from turngym.core.records import Trajectory, reply_text
 from turngym.core.runs import TurnProgress, collect, with_progress
 
-__all__ = ["TurnProgress", "attach_tokens", "collect", "conversation_at", "expert_reply", "reply_of",
-           "sft_examples", "token_offsets", "with_progress"]
-
-
-def reply_of(step: Step) -> str:
-    """The text ``Step.spans`` index: the model's raw reply."""
-    return step.reply if step.reply is not None else step.action
+__all__ = ["TurnProgress", "attach_tokens", "collect", "conversation_at", "expert_reply", "sft_examples",
+           "token_offsets", "with_progress"]
 
 
 def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
@@ -43,7 +38,7 @@ def attach_tokens(policy, trajectories: list[Trajectory]) -> int:
             step.prompt_ids = policy.encode(build_messages(conv, policy.prompt), conv.tools)
             # the end-of-turn token only where the reply ended (a reply cut at its token limit did not)
             ended = eos is not None and step.finish_reason != "length"
-            step.completion_ids = policy.encode_text(reply_of(step)) + ([eos] if ended else [])
+            step.completion_ids = policy.encode_text(reply_text(step)) + ([eos] if ended else [])
             step.loss_mask = [1] * len(step.completion_ids)
             step.logprobs, step.entropies = [], []
             filled += 1

@@ -97,17 +97,19 @@ def make_optimizer(tr: Trainer, lr: float, weight_decay: float = 0.0) -> torch.o
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
-def split_task_ids(env_id: str, split: str, env_kwargs: dict) -> list[str]:
+def run_task_ids(cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """The task ids of ``env.train_split`` and ``env.eval_split`` (a ValueError naming the field
+    and the splits the env has when one holds no task)."""
     import turngym
+    from turngym.core.env import split_task_ids
 
-    env = turngym.make(env_id, **env_kwargs)
+    env = turngym.make(cfg.env.id, **cfg.env.kwargs)
     try:
-        ids = list(env.unwrapped.task_ids(split))
+        train, held_out = (list(split_task_ids(env, getattr(cfg.env, field), f"env.{field}", cfg.env.id))
+                           for field in ("train_split", "eval_split"))
     finally:
         env.close()
-    if not ids:
-        raise ValueError(f"env.train_split/eval_split: {env_id} has no tasks in split {split!r}")
-    return ids
+    return train, held_out
 
 
 def next_tasks(tr: Trainer, all_ids: list[str], n: int) -> list[str]:

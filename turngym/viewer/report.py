@@ -44,7 +44,7 @@ def write_report(path: str | Path, out: str | Path | None = None, viewer_port: i
 
 
 # ----- gathering --------------------------------------------------------------------------------
-def collect(path: Path) -> dict[str, Any]:
+def read_run(path: Path) -> dict[str, Any]:
     root, files = data.find_run_files(path)
     splits = data.config_splits(root) if path.is_dir() else {}
     episodes: list[dict[str, Any]] = []
@@ -284,7 +284,7 @@ th { background: #f6f8fa; font-size: 12px; } td.num { text-align: right; font-va
 
 
 def build_report(path: Path, viewer_port: int = DEFAULT_PORT) -> str:
-    run = collect(Path(path))
+    run = read_run(Path(path))
     eps = run["episodes"]
     totals = _rates(eps)
     name = Path(path).resolve().name

@@ -53,7 +53,7 @@ class EnvPool:
         self._closed = False
 
     def rollout(self, policy: Any, tasks: Iterable[str | dict], group_size: int = 1, seed: int = 0,
-                max_steps: int = 200, on_trajectory: Callable[[Trajectory], None] | None = None,
+                max_turns: int = 200, on_trajectory: Callable[[Trajectory], None] | None = None,
                 step_timeout_s: float | None = 300.0, episode_timeout_s: float | None = None,
                 ) -> list[Trajectory]:
         """Run ``group_size`` episodes per task; members of a group share task and seed.
@@ -61,8 +61,8 @@ class EnvPool:
         Group ``i`` resets with ``seed + i``. Trajectories come back ordered by group, then member.
         ``on_trajectory`` is called as each one ends (for progress bars and streaming writes).
 
-        ``max_steps`` is each episode's turn budget. The pool does not count turns itself: it
-        hands the budget to the env (``reset(options={"max_turns": max_steps})``), which
+        ``max_turns`` is each episode's turn budget. The pool does not count turns itself: it
+        hands the budget to the env (``reset(options={"max_turns": max_turns})``), which
         truncates at the smaller of it and its own limit, with ``done_reason="max_turns"``. The
         last step of every trajectory has ``info["done_reason"]``: the env's (``"success"``,
         ``"max_turns"``, ...), or ``"error"`` / ``"timeout"`` for an episode the pool ended.
@@ -81,16 +81,16 @@ class EnvPool:
             raise RuntimeError("the pool is closed")
         if group_size < 1:
             raise ValueError(f"group_size: must be >= 1, got {group_size}")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
-            raise ValueError(f"max_steps: must be an int >= 1, got {max_steps!r}")
-        max_steps = int(max_steps)
+        if isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1:
+            raise ValueError(f"max_turns: must be an int >= 1, got {max_turns!r}")
+        max_turns = int(max_turns)
         for name, value in (("step_timeout_s", step_timeout_s), ("episode_timeout_s", episode_timeout_s)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name}: must be a number of seconds > 0 or None, got {value!r}")
         episodes: list[Episode] = []
         for i, task in enumerate(tasks):
             options = {"task": task} if isinstance(task, dict) else {"task_id": str(task)}
-            options["max_turns"] = max_steps  # the env decides truncation (TurnEnv.turn_limit)
+            options["max_turns"] = max_turns  # the env decides truncation (TurnEnv.turn_limit)
             task_id = task["task_id"] if isinstance(task, dict) else str(task)
             for m in range(group_size):
                 episodes.append(Episode(len(episodes), group_id(task_id, seed + i), m, task_id, seed + i, options))

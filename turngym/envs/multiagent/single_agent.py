@@ -149,7 +149,7 @@ class SingleAgentView(TurnEnv):
 
 
 def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], group_size: int = 1,
-                       seed: int = 0, max_steps: int = 200) -> dict[str, list[Trajectory]]:
+                       seed: int = 0, max_turns: int = 200) -> dict[str, list[Trajectory]]:
     """Play ``game`` with one policy per seat; one Trajectory per seat per episode.
 
     A seat's policy is a ``Policy`` or "scripted"/"expert"/"random". Each seat's Steps hold only its own
@@ -174,7 +174,7 @@ def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], gr
             for a, p in players.items():
                 p.observe(infos[a])
             steps = 0
-            while not g.over and steps < max_steps:
+            while not g.over and steps < max_turns:
                 acting = g.acting()
                 actions = {a: players[a].act() for a in acting}
                 obs, rewards, terms, truncs, infos = env.step(actions)

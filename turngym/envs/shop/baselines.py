@@ -51,7 +51,7 @@ def random_action(env, rng: random.Random) -> str:
     return action
 
 
-def evaluate(env, policy: str, task_ids: list[str], seed: int = 0, max_steps: int = 15) -> dict[str, Any]:
+def evaluate(env, policy: str, task_ids: list[str], seed: int = 0, max_turns: int = 15) -> dict[str, Any]:
     """Mean reward and success rate of ``policy`` (one of ``POLICIES``) on ``task_ids``."""
     if policy not in POLICIES:
         raise ValueError(f"policy: {policy!r} is not a baseline; allowed: {list(POLICIES)}")
@@ -60,7 +60,7 @@ def evaluate(env, policy: str, task_ids: list[str], seed: int = 0, max_steps: in
     for task_id in task_ids:
         env.reset(seed=seed, options={"task_id": task_id})
         reward = 0.0
-        for _ in range(max_steps):
+        for _ in range(max_turns):
             if policy == "random":
                 action = random_action(env, rng)
             elif policy == "rule":

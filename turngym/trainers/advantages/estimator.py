@@ -27,12 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from turngym.core.records import Step, Trajectory
-
-
-def reply_text(step: Step) -> str:
-    """The model's raw reply, the text ``Step.spans`` index."""
-    return step.reply if step.reply is not None else step.action
+from turngym.core.records import Step, Trajectory, reply_text
 
 
 @dataclass

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from turngym.core.records import Trajectory
+from turngym.core.records import Trajectory, reply_text
 from turngym.trainers.advantages._common import flatten, unflatten, where_scorable
-from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator, reply_text
+from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
 
 FORMAT = ("Plan with subgoals. Each turn write <switch>SWITCH</switch> to start a new subgoal or "
           "<switch>KEEP</switch> to continue the current one, then <subgoal>the subgoal</subgoal>, then the "
