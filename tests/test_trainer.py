@@ -205,7 +205,7 @@ def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in tr.model.parameters() if p.requires_grad)
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "rloo", "hgpo", "graph", "turn_gae", "hiper"])
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "hgpo", "graph", "turn_gae", "hiper"])
 @pytest.mark.slow
 def test_every_estimator_trains(tmp_path, estimator):
     """One update moves the policy the way the estimator's advantages point: on the update's own
