@@ -417,6 +417,7 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "after SFT" in out and "+ 0 GiGPO updates" not in out
     assert "No RL updates were run" in out and "RL did not improve" not in out and "Task by task" not in out
+    assert "zero-shot" not in out and not (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
 
 
 @pytest.mark.slow

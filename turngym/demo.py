@@ -70,7 +70,7 @@ def demo_overrides(args) -> list[str]:
         f"rl.group_size={args.group_size}", f"rl.lr={args.lr}", "rl.minibatch_size=32", "rl.micro_batch_size=32",
         "rl.kl_coef=0",
         f"eval.episodes={eval_episodes(args)}", f"eval.curve_episodes={args.curve_episodes}",
-        f"eval.every={eval_every(args)}", "eval.at_start=true",
+        f"eval.every={eval_every(args)}", "eval.at_start=true", f"eval.zero_shot={str(args.zero_shot).lower()}",
         f"progress={'false' if args.no_progress else 'true'}",
         *args.set,
     ]

@@ -139,11 +139,11 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     tr.model.eval()
     out = {k: v / max(n_steps, 1) for k, v in sums.items()}
     out.update(first.metrics())
-    if first.outside_clip(cfg.clip_low, cfg.clip_high):
+    if first.outside_clip(cfg.clip_low):
         tr.log(f"warning: before the first optimizer step the ratio pi/pi_old left 1 by more than the clip "
-               f"(max |ratio - 1| = {out['policy/first_ratio_max_dev']:.3f}, mean ratio "
-               f"{out['policy/first_ratio_mean']:.4f}): the log-probs recorded at sampling do not match the "
-               "scorer's (a dtype, template or alignment mismatch)")
+               f"on average (mean |ratio - 1| = {out['policy/first_ratio_mean_dev']:.3f}, max "
+               f"{out['policy/first_ratio_max_dev']:.3f}): the log-probs recorded at sampling do not match the "
+               "scorer's (a template or alignment mismatch; bfloat16 rounding alone gives about 0.06)")
     if cfg.kl_coef == 0:
         out.pop("loss/kl")
     if tr.value_head is None:
@@ -174,27 +174,32 @@ class FirstRatios:
 
     There the weights are those that sampled, so every ratio is 1 up to rounding; a ratio that
     leaves 1 shows the sampler and the scorer disagree (dtype drift, a template change, log-probs
-    recorded one token off). Logged as ``policy/first_ratio_mean`` and ``..._max_dev``.
+    recorded one token off). Logged as ``policy/first_ratio_mean``, ``..._mean_dev`` (mean
+    |ratio - 1|) and ``..._max_dev``. In bfloat16 the sampler's and the scorer's rounding differ:
+    on SmolLM2-135M with LoRA, mean |ratio - 1| about 0.06 and single tokens up to about 0.25
+    (tests/test_decode_step.py), so the warning looks at the mean, not the largest.
     """
 
     def __init__(self):
-        self.total, self.count, self.max_dev = 0.0, 0.0, 0.0
+        self.total, self.dev, self.count, self.max_dev = 0.0, 0.0, 0.0, 0.0
 
     def add(self, logprobs: torch.Tensor, old: torch.Tensor, mask: torch.Tensor) -> None:
         ratio = torch.exp(logprobs - old)
         on = mask > 0
         if on.any():
             self.total += float(ratio[on].sum())
+            self.dev += float((ratio[on] - 1).abs().sum())
             self.count += float(on.sum())
             self.max_dev = max(self.max_dev, float((ratio[on] - 1).abs().max()))
 
     def metrics(self) -> dict[str, float]:
         if not self.count:
             return {}
-        return {"policy/first_ratio_mean": self.total / self.count, "policy/first_ratio_max_dev": self.max_dev}
+        return {"policy/first_ratio_mean": self.total / self.count, "policy/first_ratio_mean_dev": self.dev / self.count,
+                "policy/first_ratio_max_dev": self.max_dev}
 
-    def outside_clip(self, clip_low: float, clip_high: float) -> bool:
-        return self.count > 0 and self.max_dev > min(clip_low, clip_high)
+    def outside_clip(self, clip: float) -> bool:
+        return self.count > 0 and self.dev / self.count > clip
 
 
 def _pad(rows: list[list[float]], width: int, device) -> torch.Tensor:
