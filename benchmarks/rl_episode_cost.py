@@ -158,7 +158,8 @@ def main() -> None:
     parser = _argparse.ArgumentParser()
     demo.add_arguments(parser)
     demo_args = parser.parse_args(["--no-progress", "--num-envs", "16"])
-    overrides = [*demo.demo_overrides(demo_args), "tensorboard=false", f"run_dir={args.out}/scratch"]
+    overrides = [*demo.demo_overrides(demo_args), "tensorboard=false", "save_rollouts=false",
+                 "run_dir=runs/rl_episode_cost"]
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "sft": str(args.sft),
            "rates": measured_rates(overrides), "paths": []}
     print("rates:", out["rates"], flush=True)
