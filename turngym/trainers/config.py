@@ -204,8 +204,9 @@ def check_estimator_args(cfg: TrainConfig) -> None:
                 raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
 
 
-#: module names of the built-in models (Llama architecture) that LoRA can target
-LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: module names of the built-in models (Llama architecture) that LoRA can target (lm_head: the
+#: output projection, which the tiny test model needs to learn anything; peft warns that it is tied)
+LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
 
 
 def check_run(cfg: TrainConfig) -> None:
