@@ -285,6 +285,11 @@ def test_history_modes():
     summary = build_messages(_chat(6), PromptConfig(history="summary", history_k=2))
     assert "Earlier turns" in summary[1]["content"] and "inc 0 -> Counter at 0." in summary[1]["content"]
     assert len(summary) == len(last)
+    # k = 0: no earlier turn, but still the latest observation (not the same prompt every turn)
+    none = build_messages(_chat(6), PromptConfig(history="last_k", history_k=0))
+    assert [m["role"] for m in none] == ["system", "user", "user"]
+    assert none[-1]["content"].startswith("Counter at 5.") and none[-1]["content"].endswith("- dec")
+    assert [m["role"] for m in build_messages(_chat(0), PromptConfig(history="last_k", history_k=0))] == ["system", "user"]
     with pytest.raises(ValueError, match="history"):
         PromptConfig(history="some")
 

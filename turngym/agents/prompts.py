@@ -127,6 +127,8 @@ def build_messages(conv: Conversation, config: PromptConfig, has_tools: bool | N
             head = [*head[:-1], {**head[-1], "content": f"{head[-1].get('content') or ''}\n\n{summary}"}]
         else:
             head = [{"role": "user", "content": summary}]
+    if not kept and turns:  # k = 0 keeps no earlier turn, but the latest observation is this turn's
+        kept = [turns[-1][1:]]
     return [system, *head, *(m for t in kept for m in t)]
 
 
