@@ -119,12 +119,12 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             else:
                 row = async_update(tr, source, optimizer, update)
             if main and (cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates):
-                log(f"update {update}: train success {row.get('train/success_rate', 0):.2f}; "
-                    f"eval on {cfg.eval.episodes} held-out episodes")
-                t0 = time.perf_counter()
                 # the last evaluation is whole (compared with the one before RL); the others may be
                 # a cheaper prefix of the same tasks (eval.curve_episodes)
-                episodes = cfg.eval.episodes if update == cfg.rl.updates else cfg.eval.curve_episodes or None
+                episodes = cfg.eval.episodes if update == cfg.rl.updates else cfg.eval.curve_episodes or cfg.eval.episodes
+                log(f"update {update}: train success {row.get('train/success_rate', 0):.2f}; "
+                    f"eval on {episodes} held-out episodes")
+                t0 = time.perf_counter()
                 if source is None:
                     row.update(evaluate(tr, pool, eval_ids, update, episodes=episodes),
                                **{"time/eval": time.perf_counter() - t0})
