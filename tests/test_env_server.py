@@ -7,6 +7,8 @@ import threading
 import time
 import weakref
 
+import faulty_env
+import gymnasium
 import httpx
 import psutil
 import pytest
@@ -32,6 +34,8 @@ class SleepyCounter(CounterEnv):
 
 
 turngym.register("turngym-tests/SleepyCounter-v0", SleepyCounter, max_episode_steps=20, family="tests")
+faulty_env.register()
+FAULTY = "turngym-tests/Faulty-v0"
 
 
 def test_session_lifecycle_over_http():
@@ -294,3 +298,125 @@ def test_cli_rejects_bad_limits_in_one_line():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip() == "turngym serve-env: --max-sessions: must be >= 1, got 0"
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_client_mistakes_answer_4xx_naming_the_field():
+    with env_server() as (url, _), httpx.Client(base_url=url) as http:
+        sid = http.post("/sessions", json={"env_id": COUNTER}).json()["session_id"]
+        bad_seed = http.post(f"/sessions/{sid}/reset", json={"seed": -1})
+        assert bad_seed.status_code == 400 and bad_seed.json()["error"].startswith("seed:")
+        house = http.post("/sessions", json={"env_id": "turngym/Household-v0"}).json()["session_id"]
+        bogus = http.get(f"/sessions/{house}/task_ids", params={"split": "bogus"})
+        assert bogus.status_code == 400 and bogus.json()["error"].startswith("split:")
+        assert "valid_seen" in bogus.json()["error"]  # the allowed values
+        # the same connection goes on serving (it was reset after the plain-text 500)
+        assert http.get(f"/sessions/{house}/task_ids", params={"split": "train"}).status_code == 200
+        results = http.post("/batch", json={"ops": [{"op": "reset", "session_id": sid, "seed": -5}]}).json()
+        assert results["results"][0]["status"] == 400 and results["results"][0]["error"].startswith("seed:")
+        # a step after the episode ended: 409 saying so, and the env is not stepped
+        http.post(f"/sessions/{sid}/reset", json={"seed": 0, "options": {"task_id": "counter-3"}})
+        assert http.post(f"/sessions/{sid}/step", json={"action": "submit"}).json()["terminated"] is True
+        after = http.post(f"/sessions/{sid}/step", json={"action": "inc"})
+        assert after.status_code == 409 and after.json()["error"].startswith("episode over: it ended at turn 1")
+        env = RemoteEnv(url, COUNTER)
+        env.reset(seed=0, options={"task_id": "counter-3"})
+        env.step("submit")
+        with pytest.raises(gymnasium.error.ResetNeeded, match="episode over"):
+            env.step("inc")
+        env.close()
+
+
+def test_system_exit_in_an_env_ends_only_its_episode():
+    with env_server() as (url, store):
+        faulty, counter = RemoteEnv(url, FAULTY), RemoteEnv(url, COUNTER)
+        faulty.reset(seed=0)
+        counter.reset(seed=0)
+        obs, reward, terminated, truncated, info = faulty.step("exit")  # sys.exit(3) inside the env
+        assert truncated and info["scorable"] is False and "SystemExit" in obs
+        assert httpx.get(f"{url}/health").json()["status"] == "ok"
+        assert counter.step("inc")[4]["scorable"] is True  # the server and other sessions go on
+        faulty.reset(seed=0)  # its env is rebuilt
+        assert faulty.step("inc")[4]["scorable"] is True
+        for env in (faulty, counter):
+            env.close()
+
+
+@pytest.mark.slow
+def test_hung_env_calls_cost_only_their_sessions():
+    """More hangs than workers: every new session still works, the idle reaper still runs, and
+    /health counts the hung calls (503 once more are stuck than there are workers)."""
+    with env_server(step_timeout_s=0.5, idle_timeout_s=0.5, workers=1) as (url, store):
+        client = EnvClient(url)
+        for _ in range(2):  # a pure-Python hang: its thread is stopped once written off
+            env = RemoteEnv(url, FAULTY)
+            env.reset(seed=0)
+            assert env.step("hang")[4]["done_reason"] == "server_error"
+            env.close()
+        assert wait_for(lambda: client_health(url)["hung_env_calls"] == 0)
+        for _ in range(2):  # hangs in C (time.sleep(3)): their threads stay until the sleep returns
+            env = RemoteEnv(url, "turngym-tests/SleepyCounter-v0")
+            env.reset(seed=0)
+            assert env.step("sleep")[4]["scorable"] is False
+            env.close()
+        health = httpx.get(f"{url}/health")
+        assert health.status_code == 503 and health.json()["hung_env_calls"] == 2
+        assert "hung" in health.json()["problems"][0]
+        env = RemoteEnv(url, COUNTER)  # yet a new session is served at once
+        env.reset(seed=0)
+        assert env.step("inc")[4]["scorable"] is True
+        idle = client.create(COUNTER)["session_id"]
+        assert wait_for(lambda: idle not in store.sessions)  # the reaper goes on
+        assert wait_for(lambda: httpx.get(f"{url}/health").status_code == 200)  # the sleeps returned
+        env.close()
+        client.close()
+
+
+def client_health(url: str) -> dict:
+    return httpx.get(f"{url}/health").json()
+
+
+def test_token_in_the_url_path_and_websockets_need_it_too():
+    from fastapi.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from turngym.integrations.env_server import SessionStore, create_app
+
+    with TestClient(create_app(SessionStore(), token="s3cret")) as client:
+        assert client.post("/token/s3cret/sessions", json={"env_id": COUNTER}).status_code == 201
+        assert client.post("/token/wrong/sessions", json={"env_id": COUNTER}).status_code == 401
+        with pytest.raises(WebSocketDisconnect):
+            with client.websocket_connect(f"/openenv/{COUNTER}/ws") as ws:
+                ws.receive_json()
+        with client.websocket_connect(f"/token/s3cret/openenv/{COUNTER}/ws") as ws:
+            ws.send_json({"type": "reset", "data": {"seed": 0}})
+            assert ws.receive_json()["type"] == "observation"
+
+
+def test_serving_off_loopback_needs_a_token_or_an_explicit_flag(monkeypatch):
+    import argparse
+
+    from turngym.cli_common import CLIError
+    from turngym.integrations import env_server
+
+    monkeypatch.delenv("TURNGYM_ENV_TOKEN", raising=False)
+    parser = argparse.ArgumentParser()
+    env_server.add_arguments(parser)
+    with pytest.raises(CLIError, match=r"^--token: --host 0\.0\.0\.0 is reachable from other machines.*"
+                                       r"--insecure-no-token"):
+        env_server.run(parser.parse_args(["--host", "0.0.0.0"]))
+    assert env_server.is_loopback("127.0.0.1") and env_server.is_loopback("::1")
+    assert env_server.is_loopback("localhost") and not env_server.is_loopback("10.0.0.5")
+
+
+def test_remote_pool_refuses_env_side_policies_it_cannot_run():
+    with env_server() as (url, _):
+        with turngym.EnvPool(COUNTER, num_envs=1, backend="remote", servers=[url]) as pool:
+            with pytest.raises(ValueError, match="policy: FaultPolicy acts inside the env"):
+                pool.rollout(faulty_env.FaultPolicy(only=()), ["counter-1"])

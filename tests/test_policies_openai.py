@@ -221,3 +221,50 @@ def test_serve_policy_bad_arguments(capsys):
     assert main(["serve-policy", "--model", "/no/such/dir", "--port", "1"]) == 2
     assert "neither a known name" in capsys.readouterr().err
     assert main(["serve-policy", "--model", "tiny", "--port", "70000"]) == 2
+
+
+def test_replies_stop_at_the_action_and_closing_tags_come_back():
+    from turngym.agents.openai_policy import action_stops, close_action
+
+    assert action_stops("plain", has_tools=True) == ["</tool_call>"]
+    assert action_stops("tags", has_tools=False) == ["</action>"]
+    assert action_stops("plain", has_tools=False) == ["\n"]
+    assert close_action('<tool_call>{"name": "inc", "arguments": {}}') == '<tool_call>{"name": "inc", "arguments": {}}</tool_call>'
+    assert close_action("<think>x</think><action>go north") == "<think>x</think><action>go north</action>"
+    assert close_action("go north") == "go north"
+
+
+@pytest.mark.model
+def test_requests_end_the_reply_at_the_action(server):
+    """Issue 33: `turngym eval --policy openai:URL` sent no stop and max_tokens 256, so a small CPU
+    model wrote on past its action for minutes. The official openai client carries the stop."""
+    policy = load_policy(f"openai:{server}", api_key=KEY, temperature="0")
+    sent = []
+    create = policy.client.chat.completions.create
+
+    def record(**body):
+        sent.append(body)
+        return create(**body)
+
+    policy.client.chat.completions.create = record
+    tools_conv = Conversation(messages=[{"role": "system", "content": "Reply only with a tool call."},
+                                        {"role": "user", "content": "Weather in Paris?"}], info={"tools": WEATHER})
+    plain_conv = Conversation(messages=[{"role": "user", "content": "Name three colours, one per line."}])
+    tools_out, plain_out = policy.act([tools_conv, plain_conv])
+    by_tools = {bool(b.get("tools")): b for b in sent}
+    assert by_tools[True]["stop"] == ["</tool_call>"] and by_tools[False]["stop"] == ["\n"]
+    assert all(b["max_tokens"] == 128 for b in sent)
+    assert "\n" not in plain_out.reply.strip()  # the reply ended with its first line
+    if "<tool_call>" in tools_out.reply:  # nothing after the call, and the call is whole
+        assert tools_out.reply.rstrip().endswith("</tool_call>")
+    policy.close()
+
+
+def test_serve_policy_default_max_tokens_is_short():
+    import argparse
+
+    from turngym.agents import serve as serve_policy
+
+    parser = argparse.ArgumentParser()
+    serve_policy.add_arguments(parser)
+    assert parser.get_default("max_tokens") == 128

@@ -5,6 +5,12 @@ conversation is built exactly as for ``HFPolicy`` (``turngym.agents.prompts``); 
 the server as ``tools``, and tool calls the server parsed come back as Hermes
 ``<tool_call>{...}</tool_call>`` text (what turngym envs read) plus ``Completion.tool_calls``.
 
+Each request stops the reply where its action ends (``stop_at_action``): at ``</tool_call>``
+with tools, ``</action>`` with the tags format, the end of the first line with the plain
+format; the env reads nothing after that, and a small model on a CPU server would otherwise
+spend most of a turn writing it. A stop string is not part of the reply (the API's rule), so a
+closing tag cut off that way is put back.
+
 When the server can return token data (``turngym serve-policy`` and vLLM both accept
 ``return_token_ids``; ``logprobs`` is standard), the completion carries ``prompt_ids``,
 ``completion_ids`` and ``logprobs``, so trajectories from a remote model can be trained on.
@@ -41,7 +47,9 @@ class OpenAIPolicy:
         base_url: the API root, e.g. ``http://127.0.0.1:8001/v1`` (``/v1`` is added when missing).
         model: model name on the server (default: the first one ``/v1/models`` lists).
         api_key: bearer key (default: ``$OPENAI_API_KEY``, else a placeholder for local servers).
-        temperature, top_p, max_tokens, stop, seed: sampling options sent with every request.
+        temperature, top_p, max_tokens, stop, seed: sampling options sent with every request
+            (``max_tokens`` 128, as ``HFPolicy``'s ``max_new_tokens``: an action is short).
+        stop_at_action: add the stop string that ends the reply at its action (see above).
         prompt: a ``PromptConfig`` (same conversation building as ``HFPolicy``).
         concurrency: most requests in flight at once.
         max_retries: retries of a transient failure, waiting 0.5 s, 1 s, 2 s, ... (with jitter).
@@ -51,10 +59,11 @@ class OpenAIPolicy:
     """
 
     def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
-                 temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 256,
+                 temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 128,
                  stop: list[str] | None = None, seed: int | None = None, prompt: PromptConfig | None = None,
                  concurrency: int = 8, max_retries: int = 3, timeout: float = 120.0,
-                 logprobs: bool = False, token_ids: bool = False, backoff: float = 0.5):
+                 logprobs: bool = False, token_ids: bool = False, backoff: float = 0.5,
+                 stop_at_action: bool = True):
         import openai
 
         self.base_url = normalize_base_url(base_url)
@@ -76,6 +85,7 @@ class OpenAIPolicy:
         self.backoff = float(backoff)
         self.logprobs = bool(logprobs)
         self.token_ids = bool(token_ids)
+        self.stop_at_action = bool(stop_at_action)
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers ignore the key
         # retries are ours (visible, with backoff); the client's own are switched off
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=timeout)
@@ -107,13 +117,22 @@ class OpenAIPolicy:
         return self._with_retries(lambda: self.client.chat.completions.create(**body))
 
     def _complete(self, conv: Conversation, tools: list[dict] | None) -> Completion:
-        response = self.chat(build_messages(conv, self.prompt, has_tools=bool(tools)), tools)
+        messages = build_messages(conv, self.prompt, has_tools=bool(tools))
+        ends = action_stops(self.prompt.action_format, bool(tools)) if self.stop_at_action else []
+        overrides = {"stop": _merge_stops(self.sampling.get("stop", []), ends)} if ends else {}
+        response = self.chat(messages, tools, **overrides)
+        if ends == ["\n"] and _first_text(response).strip() == "" and _first_finish(response) == "stop":
+            # the reply began with a line break: ask again without that stop, as HFPolicy's test does
+            response = self.chat(messages, tools, **({"stop": self.sampling["stop"]} if "stop" in self.sampling
+                                                     else {"stop": None}))
         if not response.choices:
             raise OpenAIPolicyError(f"{self.base_url}: the server answered with no choices")
         choice = response.choices[0]
         message = choice.message
         tool_calls = [call.model_dump() for call in (message.tool_calls or [])] or None
         text = message.content or ""
+        if ends and choice.finish_reason == "stop":
+            text = close_action(text)
         if tool_calls:
             text = f"{text}\n{format_hermes(tool_calls)}".strip()
         action = extract_action(text, self.prompt, has_tools=bool(tools))
@@ -167,6 +186,36 @@ class OpenAIPolicy:
         if isinstance(error, openai.APIStatusError):
             return f"{self.base_url}: HTTP {error.status_code}{tries}: {_server_message(error)}"
         return f"{self.base_url}: {error}{tries}"
+
+
+def action_stops(action_format: str, has_tools: bool) -> list[str]:
+    """The stop string that ends a reply at its action (what ``extract_action`` reads)."""
+    if has_tools:
+        return ["</tool_call>"]
+    return ["</action>"] if action_format == "tags" else ["\n"]
+
+
+def close_action(text: str) -> str:
+    """Put back a closing tag that a stop string cut off (``<tool_call>{...}`` -> ``...</tool_call>``)."""
+    for tag in ("tool_call", "action"):
+        if text.count(f"<{tag}>") > text.count(f"</{tag}>"):
+            return f"{text.rstrip()}</{tag}>"
+    return text
+
+
+def _merge_stops(user: list[str], ends: list[str]) -> list[str]:
+    """The user's stop strings, then ours; the API takes at most 4."""
+    return list(dict.fromkeys([*user, *ends]))[:4]
+
+
+def _first_text(response) -> str:
+    return (response.choices[0].message.content or "") if response.choices else ""
+
+
+def _first_finish(response) -> str | None:
+    if not response.choices or response.choices[0].message.tool_calls:
+        return None
+    return response.choices[0].finish_reason
 
 
 def normalize_base_url(url: str) -> str:

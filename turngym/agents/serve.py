@@ -65,6 +65,9 @@ class _Batcher:
                     rows += len(item[0])
                 else:
                     held.append(item)
+            batch = [item for item in batch if item[2].set_running_or_notify_cancel()]  # callers gone
+            if not batch:
+                continue
             options = dict(first[1])
             seed = options.pop("seed", None)
             try:
@@ -82,12 +85,11 @@ class _Batcher:
 
 
 def create_app(policy, served_name: str, api_key: str | None = None, batch_size: int = 8,
-               default_max_tokens: int = 256):
+               default_max_tokens: int = 128):
     """A FastAPI app serving ``policy`` (an ``HFPolicy``) under the model name ``served_name``."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
-    from fastapi.concurrency import run_in_threadpool
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from pydantic import BaseModel, ConfigDict, Field
@@ -144,7 +146,7 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
                                             "owned_by": "turngym"}]}
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatRequest):
+    async def chat_completions(req: ChatRequest, request: Request):
         if req.model and req.model != served_name:
             return error(404, f"model {req.model!r} not found; this server serves {served_name!r}",
                          kind="not_found_error", param="model")
@@ -165,7 +167,9 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
         }
         if req.seed is not None:
             options["seed"] = req.seed
-        generations = await run_in_threadpool(batcher.submit([prompt_ids] * req.n, options).result)
+        generations = await _wait_for_client(batcher.submit([prompt_ids] * req.n, options), request)
+        if generations is None:  # the client hung up (timed out): its place in the queue was dropped
+            return error(499, "client closed the request", param=None)
         choices = [_choice(i, gen, policy.tokenizer, bool(req.tools), req.logprobs, req.return_token_ids)
                    for i, gen in enumerate(generations)]
         completion_tokens = sum(len(g.completion_ids) for g in generations)
@@ -178,6 +182,22 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
         return body
 
     return app
+
+
+async def _wait_for_client(future: Future, request, poll_s: float = 0.5):
+    """``future``'s result; None if the client disconnects first. A client that timed out and
+    retries would otherwise leave its old request queued, and a busy CPU server then works
+    through a growing backlog of answers nobody reads."""
+    import asyncio
+
+    waiting = asyncio.wrap_future(future)
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=poll_s)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            future.cancel()  # still queued: never generated; already generating: answered to no one
+            return None
 
 
 # OpenAI request options this server cannot honour: a request that sets one to anything but
@@ -232,7 +252,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     parser.add_argument("--batch-size", type=int, default=8, help="most rows in one generate call")
-    parser.add_argument("--max-tokens", type=int, default=256, help="default max_tokens of a request")
+    parser.add_argument("--max-tokens", type=int, default=128,
+                        help="max_tokens of a request that sets none (default 128: an agent's action is short)")
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
 
 
