@@ -10,7 +10,9 @@ pool takes results back as soon as any server answers. An op the server fails (e
 timeout, expired session) comes back as an error: the pool marks that episode unscorable and the
 slot gets a fresh session at its next reset. A server that cannot be reached fails the episodes
 in flight; after ``max_failures`` batches in a row fail that way the pool stops with an error
-naming the server, since nothing would ever score.
+naming the server, since nothing would ever score. Of the policies that act inside the env
+(``env_side``), only the expert runs here (as the server's ``expert_step``); any other is refused
+with a ValueError, never swapped for the expert.
 """
 
 from __future__ import annotations
