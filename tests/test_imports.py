@@ -65,13 +65,7 @@ FLOORS = {
 
 #: (importer, imported) pairs that go up a floor today, each with why it is not fixed yet. Keep
 #: it short: a test below fails when an entry no longer occurs, so a fix also shrinks the list.
-ALLOWED_UPWARD = {
-    # `serve-llm` and `serve-env` raise CLIError, which now lives in turngym.core.commands; these
-    # two files belong to the interop work in progress, so they keep importing the floor-5 shim
-    # turngym.cli_common until that work lands (then: from turngym.core.commands import CLIError).
-    ("turngym.agents.serve", "turngym.cli_common"),
-    ("turngym.integrations.env_server", "turngym.cli_common"),
-}
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def room_of(module: str) -> str | None:

@@ -39,7 +39,7 @@ _HF_KEYS = {"temperature": float, "top_p": float, "top_k": int, "max_new_tokens"
 _HF_LOAD_KEYS = {"device": str, "dtype": str}
 _OPENAI_KEYS = {"model": str, "api_key": str, "temperature": float, "top_p": float, "max_tokens": int,
                 "stop": "list", "concurrency": int, "max_retries": int, "timeout": float, "seed": int,
-                "logprobs": "bool", "token_ids": "bool"}
+                "logprobs": "bool", "token_ids": "bool", "stop_at_action": "bool"}
 
 #: the values each numeric option allows: (test, what the message says is allowed). Checked here,
 #: before a model loads, so that a bad value is one line naming the option (``top_k=-5`` once

@@ -264,7 +264,7 @@ def run(args) -> int:
 
     from turngym.agents.hf import HFPolicy
     from turngym.agents.models import load_model
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
 
     name = args.model.removeprefix("hf:")
     if not 1 <= args.port <= 65535:

@@ -661,7 +661,7 @@ def run(args) -> int:
 
     import uvicorn
 
-    from turngym.cli_common import CLIError
+    from turngym.core.commands import CLIError
 
     if not 1 <= args.port <= 65535:
         raise CLIError(f"--port: {args.port} is not a TCP port (1-65535)")
