@@ -34,8 +34,8 @@ for path, plan in json.loads(sys.argv[1]):
     bad = env.step("put nothing in/on nowhere")
     assert bad[0] == "Nothing happens." and not bad[4]["action_valid"] and bad[4]["parse_error"]
     assert bad[4]["state_key"] == info["state_key"]
-    rewards = [env.step(c)[1] for c in plan]
-    out.append({"obs": obs, "rewards": rewards, "last": env.step("look")[4]["is_success"]})
+    steps = [env.step(c) for c in plan]
+    out.append({"obs": obs, "rewards": [s[1] for s in steps], "last": steps[-1][4]["is_success"]})
 print(json.dumps(out))
 """
 
