@@ -7,8 +7,9 @@ for the path before repeated prompts were shared ("before") and today's ("today"
 ``python -m turngym demo --updates 0 --set checkpoint_every=100 --set eval.at_start=false
 --run-dir runs/sft0``. Both paths start from it with the same seeds and run the demo's updates
 (2 tasks x 8 rollouts, GiGPO): "before" encodes every row's prompt even where rows repeat one
-(group members in the same state), as generation and scoring did until 2026-11-27; "today"
-encodes each distinct prompt once. Samples can differ slightly between the two (other batch
+(group members in the same state) and draws minibatches from a plain permutation of the turns,
+as generation and the update did until 2026-11-27; "today" encodes each distinct prompt once and
+keeps turns with the same prompt in one minibatch. Samples can differ slightly between the two (other batch
 shapes round differently in bfloat16), so each path reports its own tokens.
 
 Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
@@ -54,6 +55,11 @@ def every_row(prompts):
     return [list(p) for p in prompts], list(range(len(prompts)))
 
 
+def shuffled(samples, rng):
+    """The path before: minibatches drawn from a plain permutation of the turns."""
+    return list(rng.permutation(len(samples)))
+
+
 def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
@@ -62,9 +68,11 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.rollout import collect
     from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
 
-    real = decoding.distinct_rows
+    from turngym.trainers import update as update_module
+
+    real, real_order = decoding.distinct_rows, update_module.prompt_clustered_order
     if name == "before":
-        decoding.distinct_rows = every_row
+        decoding.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
     try:
         cfg = load_config(None, overrides)
         tr = build_trainer(cfg, log=lambda _: None)
@@ -108,7 +116,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
             handle.remove()
             pool.close()
     finally:
-        decoding.distinct_rows = real
+        decoding.distinct_rows, update_module.prompt_clustered_order = real, real_order
     episodes = sum(r["episodes"] for r in rows)
     seconds = sum(r["rollout_s"] + r["update_s"] for r in rows)
     per = {k: sum(r[k] for r in rows) / episodes for k in ("prompt_tokens_sampling", "decode_steps_tokens",
