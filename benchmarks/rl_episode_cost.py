@@ -63,12 +63,11 @@ def shuffled(samples, rng):
 def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
+    from turngym.trainers import update as update_module
     from turngym.trainers.config import load_config
     from turngym.trainers.loop import learn
     from turngym.trainers.rollout import collect
     from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
-
-    from turngym.trainers import update as update_module
 
     real, real_order = decoding.distinct_rows, update_module.prompt_clustered_order
     if name == "before":
