@@ -8,6 +8,7 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
 from browser_pages import BROWSER_MARKS, HANG_PAGE, bid_of, pages_env
 
 import turngym
@@ -61,8 +62,8 @@ def test_killed_browser_ends_the_episode_unscorable_and_the_next_reset_works():
         assert truncated and not terminated and reward == 0.0
         assert info["scorable"] is False and info["done_reason"] == "browser_crashed"
         assert "browser failure" in obs
-        _, _, _, truncated, info = env.step("noop()")  # still refused politely
-        assert truncated and info["scorable"] is False
+        with pytest.raises(turngym.ResetNeeded):  # the ended episode is not stepped again
+            env.step("noop()")
         launches = get_runtime().launches
         env.reset(seed=1)  # a fresh browser
         assert get_runtime().launches == launches + 1
