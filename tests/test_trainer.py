@@ -526,3 +526,23 @@ def test_a_run_killed_after_sft_resumes_without_redoing_it(tmp_path, monkeypatch
     rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
     assert [r["update"] for r in rows] == [0, 1]
     assert rows[0]["sft/turns"] > 0 and "eval/success_rate" in rows[0] and "eval_after_sft/success_rate" in rows[0]
+
+
+def test_retokenized_replies_end_with_eos_only_where_they_ended():
+    """A remote reply cut at its token limit ("length") gets no end-of-turn token: the model did
+    not end it, so training must not teach it to."""
+    from turngym.agents.hf import HFPolicy
+    from turngym.agents.models import load_model
+    from turngym.core.records import Step, Trajectory
+    from turngym.trainers.rollout import attach_tokens
+
+    model, tokenizer = load_model("tiny")
+    policy = HFPolicy(model, tokenizer)
+    steps = [Step(0, "obs", "go", reply="go north", finish_reason="stop"),
+             Step(1, "obs", "go", reply="go north and then", finish_reason="length")]
+    traj = Trajectory("turngym-tests/Counter-v0", "counter-1", 0, steps, initial_observation="obs",
+                      initial_info={"messages": [{"role": "user", "content": "obs"}]})
+    assert attach_tokens(policy, [traj]) == 2
+    assert steps[0].completion_ids[-1] == tokenizer.eos_token_id
+    assert steps[1].completion_ids[-1] != tokenizer.eos_token_id
+    assert steps[1].completion_ids == policy.encode_text("go north and then")

@@ -224,6 +224,7 @@ class Rollout:
             step.logprobs = completion.logprobs
             step.entropies = completion.entropies
             step.loss_mask = [1] * len(completion.completion_ids)
+            step.finish_reason = completion.finish_reason
         traj.steps.append(step)
         conv.add_turn(action, info)
         ep.observation = obs
