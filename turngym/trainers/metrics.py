@@ -92,6 +92,17 @@ def eval_points(rows: list[dict[str, Any]], metric: str) -> list[tuple[float, fl
     return sorted(points)
 
 
+def eval_episodes(rows: list[dict[str, Any]]) -> dict[float, int]:
+    """Episodes of each RL-phase held-out evaluation, by its x in ``eval_points`` (after SFT at 0)."""
+    out = {}
+    for r in rows:
+        if r.get("eval_after_sft/episodes"):
+            out[0.0] = r["eval_after_sft/episodes"]
+        elif r.get("update") and r.get("eval/episodes"):
+            out[float(r["update"])] = r["eval/episodes"]
+    return out
+
+
 def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str | None = None) -> Path:
     """Success rate and mean return against updates: training rollouts, and every held-out
     evaluation at its true position (zero-shot, after SFT, during RL), the SFT phase shaded and
@@ -123,6 +134,12 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str |
         if points:
             xs, ys, _ = zip(*points)
             ax.plot(xs, ys, "o-", color="tab:green", label="held-out eval")
+            counts = eval_episodes(rows)
+            if len(set(counts.values())) > 1:  # e.g. a cheaper curve between whole evaluations
+                for x, y in zip(xs, ys):
+                    if x in counts:
+                        ax.annotate(f"{counts[x]} ep.", (x, y), textcoords="offset points", xytext=(0, 6),
+                                    ha="center", fontsize=7, color="tab:green")
         ax.set_xlabel("RL update (SFT before 0)" if sft else "RL update")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
