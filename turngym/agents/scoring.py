@@ -119,12 +119,8 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
             attention[i, start:start + len(row)] = 1
         position_ids = head + (attention.cumsum(-1) - 1).clamp(min=0)
         input_ids, attention, position_ids = input_ids.to(device), attention.to(device), position_ids.to(device)
-        mask = torch.zeros((batch, max_completion), dtype=torch.float32, device=device)
-        for i, c in enumerate(completion_ids):
-            mask[i, :len(c)] = 1.0
         if max_completion == 0:
-            empty = torch.zeros((batch, 0), device=device)
-            return TokenScores(empty, empty.clone(), mask)
+            return _empty_scores(batch, device)
         # Only the positions that predict completion tokens need logits: columns
         # max_prompt-1 .. width-2 predict columns max_prompt .. width-1.
         kwargs = dict(input_ids=input_ids, position_ids=position_ids, logits_to_keep=keep_last(max_completion + 1, device))
@@ -134,15 +130,7 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
         else:
             full_attention = torch.cat([attention.new_ones((batch, head)), attention], dim=1)
             logits = forward_with_cache(model, past, **kwargs, attention_mask=full_attention, all_logits=True)[0]
-        logits = logits[:, :-1, :].float() / temperature
-        log_probs = torch.log_softmax(logits, dim=-1)
-        targets = input_ids[:, max_prompt:]
-        token_logprobs = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        if compute_entropy:
-            entropies = -(log_probs.exp() * log_probs).sum(-1)
-        else:
-            entropies = torch.zeros_like(token_logprobs)
-    return TokenScores(token_logprobs * mask, entropies * mask, mask)
+        return _token_scores(logits, input_ids[:, max_prompt:], completion_ids, temperature, compute_entropy)
 
 
 def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], completion_ids, head: int, past,
@@ -172,12 +160,8 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
         index = torch.tensor(owner, dtype=torch.long, device=device)
         past = from_layers([(k.index_select(0, index), v.index_select(0, index)) for k, v in to_layers(past)])
     max_completion = max(len(c) for c in completion_ids)
-    out_mask = torch.zeros((batch, max_completion), dtype=torch.float32, device=device)
-    for i, c in enumerate(completion_ids):
-        out_mask[i, :len(c)] = 1.0
     if max_completion == 0:
-        empty = torch.zeros((batch, 0), device=device)
-        return TokenScores(empty, empty.clone(), out_mask)
+        return _empty_scores(batch, device)
     # each row: its prompt's last token, then its completion (right-padded)
     ids = torch.full((batch, 1 + max_completion), pad_id, dtype=torch.long)
     attention = torch.zeros((batch, 1 + max_completion), dtype=torch.long)
@@ -191,11 +175,25 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
     logits = forward_with_cache(model, past, all_logits=True, input_ids=ids.to(device),
                                 position_ids=positions.to(device), attention_mask=full_attention,
                                 logits_to_keep=keep_last(1 + max_completion, device))[0]
+    return _token_scores(logits, ids[:, 1:].to(device), completion_ids, temperature, compute_entropy)
+
+
+def _empty_scores(batch: int, device) -> TokenScores:
+    empty = torch.zeros((batch, 0), device=device)
+    return TokenScores(empty, empty.clone(), empty.clone())
+
+
+def _token_scores(logits: torch.Tensor, targets: torch.Tensor, completion_ids, temperature: float,
+                  compute_entropy: bool) -> TokenScores:
+    """Scores of ``targets`` [B, T] from ``logits`` [B, T + 1, V], whose last position predicts
+    nothing; padding past each completion is masked to 0."""
+    mask = torch.zeros(targets.shape, dtype=torch.float32, device=logits.device)
+    for i, c in enumerate(completion_ids):
+        mask[i, :len(c)] = 1.0
     log_probs = torch.log_softmax(logits[:, :-1, :].float() / temperature, dim=-1)
-    targets = ids[:, 1:].to(device)
     token_logprobs = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropies = -(log_probs.exp() * log_probs).sum(-1) if compute_entropy else torch.zeros_like(token_logprobs)
-    return TokenScores(token_logprobs * out_mask, entropies * out_mask, out_mask)
+    return TokenScores(token_logprobs * mask, entropies * mask, mask)
 
 
 def common_head(prompt_ids: Sequence[Sequence[int]]) -> int:
