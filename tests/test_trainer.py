@@ -494,6 +494,11 @@ def test_one_summary_two_shapes():
     batch = [traj(1.0, True, 2), traj(0.5, False, 4), traj(0.0, False, 9, scorable=False)]
     assert summarize(batch) == {"episodes": 3, "unscorable": 1, "success_rate": 0.5, "mean_return": 0.75,
                                 "mean_steps": 3.0}
+    # the report summarizes the viewer's episode rows with the same function
+    rows = [{"scorable": t.scorable, "success": t.success, "episode_return": t.episode_return, "length": t.length}
+            for t in batch]
+    assert summarize(rows) == summarize(batch)
+    assert summarize(rows[2:], empty=None)["mean_steps"] is None
     assert list(summary_row(batch, "eval").items()) == [
         ("eval/success_rate", 0.5), ("eval/mean_return", 0.75), ("eval/mean_steps", 3.0), ("eval/episodes", 2),
         ("eval/unscorable", 1)]

@@ -1,6 +1,7 @@
 """What a run's files and episodes are made of, for every floor that reads or makes them: the
-rows of a ``metrics.jsonl``, the summary of a batch of episodes, and ``collect`` (grouped
-rollouts through ``EnvPool`` with the spans of each reply).
+rows of a ``metrics.jsonl``, the summary of a batch of episodes (``summarize``, and
+``summary_row``: the same as metrics.jsonl logs it), and ``collect`` (grouped rollouts through
+``EnvPool`` with the spans of each reply).
 
 The trainer writes these files; the viewer, the report and ``turngym evaluate`` read them. They
 live here, next to the records, so none of those needs anything from ``turngym.trainers``.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +42,42 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def summarize(trajectories: list[Trajectory]) -> dict[str, Any]:
+def summarize(episodes: Iterable[Trajectory | Mapping[str, Any]], empty: float | None = 0.0) -> dict[str, Any]:
     """How a batch of episodes went: ``episodes`` (all of them), ``unscorable`` (the env or its
     infrastructure failed), and over the scorable ones ``success_rate``, ``mean_return`` and
-    ``mean_steps`` (0.0 when none is scorable)."""
-    scorable = [t for t in trajectories if t.scorable]
+    ``mean_steps`` (``empty`` when none is scorable).
 
-    def mean(values: list) -> float:
-        return float(np.mean(values)) if values else 0.0
+    An episode is a ``Trajectory`` or a mapping with the same fields (``scorable``, ``success``,
+    ``episode_return``, ``length``), such as the viewer's episode rows; a return of None (a
+    non-finite one the viewer blanked) is left out of the mean."""
+    outcomes = [_outcome(e) for e in episodes]
+    scorable = [o for o in outcomes if o[0]]
 
-    return {"episodes": len(trajectories), "unscorable": len(trajectories) - len(scorable),
-            "success_rate": mean([t.success for t in scorable]),
-            "mean_return": mean([t.episode_return for t in scorable]),
-            "mean_steps": mean([t.length for t in scorable])}
+    def mean(values: list) -> float | None:
+        return float(np.mean(values)) if values else empty
+
+    return {"episodes": len(outcomes), "unscorable": len(outcomes) - len(scorable),
+            "success_rate": mean([success for _, success, _, _ in scorable]),
+            "mean_return": mean([ret for _, _, ret, _ in scorable if ret is not None]),
+            "mean_steps": mean([length for _, _, _, length in scorable])}
+
+
+def _outcome(episode: Trajectory | Mapping[str, Any]) -> tuple[bool, bool, float | None, int]:
+    if isinstance(episode, Mapping):
+        return (episode["scorable"], episode["success"], episode["episode_return"], episode["length"])
+    return episode.scorable, episode.success, episode.episode_return, episode.length
+
+
+def summary_row(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
+    """``summarize`` as metrics.jsonl logs it: keys under ``prefix/``, ``episodes`` counting the
+    scorable ones only, and nothing but that 0 when none is scorable."""
+    summary = summarize(trajectories)
+    scored = summary["episodes"] - summary["unscorable"]
+    if not scored:
+        return {f"{prefix}/episodes": 0}
+    return {f"{prefix}/success_rate": summary["success_rate"], f"{prefix}/mean_return": summary["mean_return"],
+            f"{prefix}/mean_steps": summary["mean_steps"], f"{prefix}/episodes": scored,
+            f"{prefix}/unscorable": summary["unscorable"]}
 
 
 def parse_spans(text: str) -> dict[str, list[int]]:

@@ -35,11 +35,12 @@ import numpy as np
 import torch
 
 from turngym.core.records import Trajectory, write_jsonl
+from turngym.core.runs import read_metrics, summary_row
 from turngym.trainers import checkpoint as ckpt
 from turngym.trainers.async_rollouts import seed_for
 from turngym.trainers.config import TrainConfig, dump_yaml
 from turngym.trainers.distributed import barrier, init_distributed, world
-from turngym.trainers.metrics import MetricsWriter, plot_curves, read_metrics, summarize
+from turngym.trainers.metrics import MetricsWriter, plot_curves
 from turngym.trainers.rollout import attach_tokens, collect
 from turngym.trainers.samples import Sample, compute_advantages
 from turngym.trainers.setup import (
@@ -269,18 +270,6 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | No
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
     write_jsonl(Path(cfg.run_dir) / "eval" / f"{name or f'update_{update:04d}'}.jsonl", trajectories, append=False)
     return summary_row(trajectories, "eval")
-
-
-def summary_row(trajectories: list[Trajectory], prefix: str) -> dict[str, float]:
-    """``summarize`` as metrics.jsonl logs it: keys under ``prefix/``, ``episodes`` counting the
-    scorable ones only, and nothing but that 0 when none is scorable."""
-    summary = summarize(trajectories)
-    scored = summary["episodes"] - summary["unscorable"]
-    if not scored:
-        return {f"{prefix}/episodes": 0}
-    return {f"{prefix}/success_rate": summary["success_rate"], f"{prefix}/mean_return": summary["mean_return"],
-            f"{prefix}/mean_steps": summary["mean_steps"], f"{prefix}/episodes": scored,
-            f"{prefix}/unscorable": summary["unscorable"]}
 
 
 def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:

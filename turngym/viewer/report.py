@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from turngym.core.runs import read_metrics
+from turngym.core.runs import read_metrics, summarize
 from turngym.viewer import data
 
 DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
@@ -68,21 +68,11 @@ def read_run(path: Path) -> dict[str, Any]:
 
 
 def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    scorable = [r for r in rows if r["scorable"]]
+    """``summarize`` over viewer episode rows (None where nothing is scorable), with the turns of
+    all of them and the share of those whose action the env rejected."""
     steps = sum(r["length"] for r in rows)
-    return {
-        "episodes": len(rows),
-        "unscorable": len(rows) - len(scorable),
-        "success_rate": _mean([float(r["success"]) for r in scorable]),
-        "mean_return": _mean([r["episode_return"] for r in scorable if r["episode_return"] is not None]),
-        "mean_length": _mean([float(r["length"]) for r in scorable]),
-        "steps": steps,
-        "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None,
-    }
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+    return {**summarize(rows, empty=None), "steps": steps,
+            "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None}
 
 
 # ----- SVG charts -------------------------------------------------------------------------------
@@ -325,7 +315,7 @@ def _bar(x: float | None, bad: bool = False) -> str:
 
 def _cards(t: dict[str, Any], run: dict[str, Any]) -> str:
     cards = [("episodes", str(t["episodes"])), ("success rate", _pct(t["success_rate"])),
-             ("mean return", _fmt(t["mean_return"])), ("mean turns", _fmt(t["mean_length"])),
+             ("mean return", _fmt(t["mean_return"])), ("mean turns", _fmt(t["mean_steps"])),
              ("invalid actions", _pct(t["invalid_rate"])), ("unscorable", str(t["unscorable"])),
              ("trajectory files", str(len(run["per_file"])))]
     if run["metrics"]:
@@ -444,7 +434,7 @@ def _files_section(run: dict[str, Any], port: int) -> str:
     for f in run["per_file"]:
         rows.append(f'<tr><td><a href="{_e(_viewer_url(port, f["file"]))}">{_e(f["file"])}</a></td>'
                     f'<td class="num">{f["episodes"]}</td><td class="num">{_pct(f["success_rate"])}</td>'
-                    f'<td class="num">{_fmt(f["mean_return"])}</td><td class="num">{_fmt(f["mean_length"])}</td>'
+                    f'<td class="num">{_fmt(f["mean_return"])}</td><td class="num">{_fmt(f["mean_steps"])}</td>'
                     f'<td class="num">{_pct(f["invalid_rate"])}</td><td class="num">{f["unscorable"]}</td></tr>')
     return ('<h2 id="files">Trajectory files</h2>'
             f"<p>Links open in the trajectory viewer: start it with <code>{_e(command)}</code>.</p>"
