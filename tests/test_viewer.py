@@ -524,3 +524,24 @@ def test_episode_list_fits_its_pane_with_household_ids(page, tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_curves_png_and_the_report_draw_the_same_learning_panels(tmp_path):
+    """One renderer: curves.png and the report's learning curves come from ``learning_panels``
+    (held-out points at their stage, the SFT band, updates with no learning signal)."""
+    from turngym.viewer.curves import learning_panels, plot_curves
+
+    rows = [{"update": 0, "sft/turns": 5, "eval/success_rate": 0.1, "eval_after_sft/success_rate": 0.3},
+            {"update": 1, "train/success_rate": 0.4, "warning/no_signal": 1},
+            {"update": 2, "train/success_rate": 0.5, "eval/success_rate": 0.6}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    [panel] = learning_panels(rows)  # no returns logged: one panel
+    assert panel["series"] == {"train rollouts": [(1.0, 0.4), (2.0, 0.5)],
+                               "held-out eval": [(-1.0, 0.1), (0.0, 0.3), (2.0, 0.6)]}
+    assert panel["marks"] == {"no learning signal": [(1.0, 0.4)]} and panel["band"] == (-1.0, 0.0, "SFT")
+    assert plot_curves(tmp_path).stat().st_size > 0
+    text = write_report(tmp_path).read_text()
+    validate_html(text)
+    for name in ("train rollouts", "held-out eval", "no learning signal"):
+        assert f'data-series="{name}"' in text
+    assert 'data-series="eval/success_rate"' not in text  # drawn once, at its stage

@@ -22,10 +22,17 @@ from urllib.parse import quote
 
 from turngym.core.runs import read_metrics, summarize
 from turngym.viewer import data
+from turngym.viewer.curves import (
+    LEARNING_KEYS,
+    chart_frame,
+    chart_legend,
+    learning_panels,
+    line_chart,
+    metric_panels,
+    nice_ticks,
+)
 
 DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
-X_KEYS = ("update", "env_steps", "episodes", "step")
-PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d")
 GREEN, RED, AMBER = "#16a34a", "#dc2626", "#d97706"
 
 
@@ -75,103 +82,7 @@ def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None}
 
 
-# ----- SVG charts -------------------------------------------------------------------------------
-def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
-    """Round tick values covering [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return [0.0]
-    if hi <= lo:  # one value: a unit-wide axis around it that does not cross zero
-        # (a success rate that is 0 everywhere gets 0..1, not -0.5..0.5)
-        lo, hi = (lo - 0.5, hi + 0.5) if lo < 0 or lo - 0.5 >= 0 else (0.0, lo + 1.0)
-    raw = (hi - lo) / max(count - 1, 1)
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    if integer:  # updates and turns come in whole numbers
-        step = max(step, 1)
-    start = math.floor(lo / step) * step
-    ticks, t = [], start
-    while t < hi + step * 0.999:
-        ticks.append(round(t, 12))
-        t += step
-    return ticks
-
-
-def _num(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e5 or abs(x) < 1e-3:
-        return f"{x:.2g}"
-    return f"{x:.4g}"
-
-
-def _legend(entries: list[tuple[str, str]], left: float, right: float, y: float = 36) -> tuple[list[str], int]:
-    """Legend entries (name, colour) in rows under the title; returns the SVG parts and its height."""
-    parts, x, rows = [], left, 1
-    for name, colour in entries:
-        w = 22 + 6.3 * len(name)  # about the width of 11px text
-        if x > left and x + w > right:
-            x, rows = left, rows + 1
-        ly = y + 15 * (rows - 1)
-        parts.append(f'<rect x="{x:.1f}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{x + 14:.1f}" y="{ly}">{html.escape(name)}</text>')
-        x += w
-    return parts, 15 * rows if entries else 0
-
-
-def _chart_frame(title: str, width: int, height: int, left: float, right: float, yt: list[float],
-                 sy) -> list[str]:
-    """The opening of a chart's SVG: title and the horizontal grid lines with their labels."""
-    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-             f'width="{width}" height="{height}" role="img">',
-             f"<title>{html.escape(title)}</title>",
-             f'<text x="{left}" y="18" class="chart-title">{html.escape(title)}</text>']
-    for y in yt:
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
-        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_num(y)}</text>')
-    return parts
-
-
-def line_chart(series: dict[str, list[tuple[float, float]]], title: str, x_label: str,
-               width: int = 520, height: int = 250) -> str:
-    """Inline SVG with one line per series, axes with round ticks and a legend."""
-    points = [p for pts in series.values() for p in pts]
-    if not points:
-        return ""
-    left, right, bottom = 58, 14, 42
-    legend, legend_h = _legend([(name, PALETTE[k % len(PALETTE)]) for k, name in enumerate(series)],
-                               left, width - right)
-    top, height = 36 + legend_h, height + legend_h  # the legend sits above the plot, never on a line
-    xt = nice_ticks(min(p[0] for p in points), max(p[0] for p in points),
-                    integer=all(float(p[0]).is_integer() for p in points))
-    yt = nice_ticks(min(p[1] for p in points), max(p[1] for p in points))
-    x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
-
-    def sx(x: float) -> float:
-        return left + (x - x0) / (x1 - x0 or 1) * (width - left - right)
-
-    def sy(y: float) -> float:
-        return height - bottom - (y - y0) / (y1 - y0 or 1) * (height - top - bottom)
-
-    parts = _chart_frame(title, width, height, left, right, yt, sy)
-    for x in xt:
-        parts.append(f'<text x="{sx(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_num(x)}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
-                 f'class="axis-label">{html.escape(x_label)}</text>')
-    parts.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}" class="axis"/>')
-    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
-    for k, (name, pts) in enumerate(series.items()):
-        colour = PALETTE[k % len(PALETTE)]
-        pts = sorted(pts)
-        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2" '
-                     f'data-series="{html.escape(name)}"/>')
-        if len(pts) <= 40:
-            parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}"/>' for x, y in pts]
-    parts += legend
-    parts.append("</svg>")
-    return "".join(parts)
-
-
+# ----- SVG charts (the line charts are turngym.viewer.curves') ----------------------------------
 def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
               colours: dict[str, str], width: int = 520, height: int = 250) -> str:
     """Stacked bars: ``counts[label][value]`` episodes per integer value, one colour per label."""
@@ -186,7 +97,7 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
     top_count = max(sum(s.values()) for s in stacked.values())
     yt = nice_ticks(0, top_count, integer=True)
     left, right, bottom = 46, 14, 42
-    legend, legend_h = _legend([(label, colours[label]) for label in counts], left, width - right)
+    legend, legend_h = chart_legend([(label, colours[label]) for label in counts], left, width - right)
     top, height = 36 + legend_h, height + legend_h
     plot_w, plot_h = width - left - right, height - top - bottom
     bar_w = plot_w / len(bins)
@@ -194,7 +105,7 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
     def sy(y: float) -> float:
         return height - bottom - y / (yt[-1] or 1) * plot_h
 
-    parts = _chart_frame(title, width, height, left, right, yt, sy)
+    parts = chart_frame(title, width, height, left, right, yt, sy)
     label_every = max(1, math.ceil(len(bins) / 12))
     for i, b in enumerate(bins):
         base = 0
@@ -214,40 +125,6 @@ def histogram(counts: dict[str, dict[int, int]], title: str, x_label: str,
     parts += legend
     parts.append("</svg>")
     return "".join(parts)
-
-
-def metric_panels(metrics: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, list[tuple[float, float]]]]]:
-    """(title, x label, series) per chart: success rates, returns, then one chart per key prefix."""
-    if not metrics:
-        return []
-    x_key = next((k for k in X_KEYS if any(k in r for r in metrics)), None)
-    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for i, row in enumerate(metrics):
-        x = row.get(x_key, i) if x_key else i
-        if not _is_number(x):
-            continue
-        for k, v in row.items():
-            if k not in X_KEYS and _is_number(v):
-                series[k].append((float(x), float(v)))
-    panels, used = [], set()
-    for title, word in (("Success rate", "success"), ("Mean return", "return")):
-        keys = [k for k in series if word in k]
-        if keys:
-            panels.append((title, x_key or "row", {k: series[k] for k in keys}))
-            used.update(keys)
-    by_prefix: dict[str, list[str]] = defaultdict(list)
-    for k in series:
-        if k not in used:
-            by_prefix[k.split("/", 1)[0] if "/" in k else "other"].append(k)
-    for prefix, keys in by_prefix.items():
-        for start in range(0, len(keys), len(PALETTE)):
-            chunk = keys[start:start + len(PALETTE)]
-            panels.append((prefix, x_key or "row", {k: series[k] for k in chunk}))
-    return panels
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 # ----- HTML -------------------------------------------------------------------------------------
@@ -326,7 +203,9 @@ def _cards(t: dict[str, Any], run: dict[str, Any]) -> str:
 
 
 def _curves_section(run: dict[str, Any]) -> str:
-    charts = [line_chart(series, title, x_label) for title, x_label, series in metric_panels(run["metrics"])]
+    # the learning curves as curves.png draws them, then every other group of metrics
+    panels = learning_panels(run["metrics"]) + metric_panels(run["metrics"], skip=LEARNING_KEYS)
+    charts = [line_chart(**panel) for panel in panels]
     # what the trajectory files themselves say, update by update
     per_update = {folder: [f for f in run["per_file"] if f["folder"] == folder and f["update"] is not None
                            and f["episodes"]] for folder in ("rollouts", "eval")}
