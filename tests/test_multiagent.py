@@ -147,7 +147,7 @@ def test_coop_household_needs_both_and_expert_teams_succeed():
 
 def test_coop_household_partial_views_and_messages():
     env = parallel_env("coop_household")
-    obs, infos = env.reset(seed=0, options={"task_id": env.tasks["agent_0"].task_ids("valid_seen")[0]})
+    obs, infos = env.reset(seed=0, options={"task_id": env.task_sets["agent_0"].task_ids("valid_seen")[0]})
     target = infos["agent_0"]["admissible_actions"][0]
     assert target.startswith("go to ")
     obs, rewards, terms, truncs, infos = env.step({"agent_0": target, "agent_1": "say[I take the left side]"})

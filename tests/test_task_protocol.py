@@ -49,7 +49,7 @@ FAMILIES = [
 @pytest.mark.parametrize("env_id,top", FAMILIES)
 def test_the_expert_reaches_the_top_through_the_task_protocol(env_id, top):
     env = turngym.make(env_id).unwrapped
-    tasks = env.tasks
+    tasks = env.task_set
     assert isinstance(tasks, Task)
     split = env.split
     ids = tasks.task_ids(split)
@@ -81,11 +81,11 @@ def test_negotiation_seats_are_paid_what_the_game_validates(env_id):
         env.reset(seed=seed)
         total = 0.0
         for _ in range(30):
-            _, reward, terminated, truncated, info = env.step(env.tasks.expert_action(env.game, env.task))
+            _, reward, terminated, truncated, info = env.step(env.task_set.expert_action(env.game, env.task))
             total += reward
             if terminated or truncated:
                 break
-        verdict = env.tasks.validate(env.game, env.task)
+        verdict = env.task_set.validate(env.game, env.task)
         assert verdict.done and verdict.success and info["is_success"]
         assert total == verdict.reward > 0
 
@@ -102,22 +102,22 @@ def test_every_multiagent_game_keeps_its_task_side_in_a_seat_task(game, split):
     env = parallel_env(game)
     seats = engine.possible_agents
     for seat in seats:
-        tasks = env.tasks[seat]
+        tasks = env.task_sets[seat]
         assert isinstance(tasks, Task) and type(tasks) is TASKS[game] and tasks.seat == seat
-    ids = env.tasks[seats[0]].task_ids(split)
-    assert ids == env.tasks[seats[1]].task_ids(split)
+    ids = env.task_sets[seats[0]].task_ids(split)
+    assert ids == env.task_sets[seats[1]].task_ids(split)
     for seed in range(2):
         task_id = ids[seed * 5]
         obs, _ = env.reset(seed=seed, options={"task_id": task_id})
-        assert env.game.task == env.tasks[seats[1]].get_task(task_id)
-        assert all(obs[seat] == env.tasks[seat].setup(env.game, env.game.task) for seat in seats)
+        assert env.game.task == env.task_sets[seats[1]].get_task(task_id)
+        assert all(obs[seat] == env.task_sets[seat].setup(env.game, env.game.task) for seat in seats)
         returns = dict.fromkeys(seats, 0.0)
         while env.agents:
-            actions = {a: env.tasks[a].expert_action(env.game, env.game.task) for a in env.game.acting()}
+            actions = {a: env.task_sets[a].expert_action(env.game, env.game.task) for a in env.game.acting()}
             _, rewards, _, _, infos = env.step(actions)
             returns = {a: returns[a] + rewards[a] for a in seats}
         for seat in seats:
-            verdict = env.tasks[seat].validate(env.game, env.game.task)
+            verdict = env.task_sets[seat].validate(env.game, env.game.task)
             assert isinstance(verdict, Validation) and verdict.done, (game, seat, verdict)
             assert returns[seat] == verdict.reward and infos[seat]["is_success"] == verdict.success
 
@@ -125,9 +125,9 @@ def test_every_multiagent_game_keeps_its_task_side_in_a_seat_task(game, split):
 def test_household_validate_pays_a_gain_once():
     env = turngym.make("turngym/Household-v0", shaped_reward=0.5).unwrapped
     env.reset(seed=0)
-    assert env.tasks.setup(env.world, env.task) == env.tasks.goal_texts(env.world)[0]
-    first = env.tasks.validate(env.world, env.task)
-    again = env.tasks.validate(env.world, env.task)
+    assert env.task_set.setup(env.world, env.task) == env.task_set.goal_texts(env.world)[0]
+    first = env.task_set.validate(env.world, env.task)
+    again = env.task_set.validate(env.world, env.task)
     assert isinstance(first, Validation) and not first.done
     assert again.components["shaping"] == 0.0 and again.progress == first.progress
 
@@ -135,7 +135,7 @@ def test_household_validate_pays_a_gain_once():
 def test_shop_validate_is_empty_until_the_purchase():
     env = turngym.make("turngym/Shop-v0").unwrapped
     env.reset(seed=3)
-    assert env.tasks.validate(env.session, env.task) == Validation()
+    assert env.task_set.validate(env.session, env.task) == Validation()
 
 
 def test_a_failed_sandbox_marks_the_episode_unscorable_until_reset():

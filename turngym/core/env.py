@@ -14,7 +14,7 @@ default is the turn and the last observation),
 (the system prompt) and ``expert_action()`` (the oracle).
 
 The task side (rows, set-up, validation, expert) lives in a ``Task`` object (``core/task.py``)
-that the env keeps in ``self.tasks``; ``task_ids`` and ``get_task`` default to it.
+that the env keeps in ``self.task_set``; ``task_ids`` and ``get_task`` default to it.
 
 An infrastructure failure (a sandbox, a browser) is not the agent's: ``fail_infra`` marks the
 episode unscorable, and every step from then until the next reset has ``scorable=False``.
@@ -130,8 +130,9 @@ class TurnEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
     #: the split tasks are drawn from when reset() names none
     default_split: str = "train"
-    #: the task side of the env (rows, set-up, validation, expert); see core/task.py
-    tasks: Task | None = None
+    #: the task side of the env (rows, set-up, validation, expert), its task set; see core/task.py.
+    #: ``task`` is the current episode's row.
+    task_set: Task | None = None
     _spec = None  # behind the ``spec`` property
 
     def __init__(self, *, split: str | None = None, max_turns: int | None = None,
@@ -179,16 +180,25 @@ class TurnEnv(gym.Env[str, str]):
             return min(own, budget)
         return own or budget or None
 
+    @property
+    def tasks(self) -> Task | None:
+        """``task_set``'s old name, kept so that envs written before still set and read it."""
+        return self.task_set
+
+    @tasks.setter
+    def tasks(self, value: Task | None) -> None:
+        self.task_set = value
+
     # ----- hooks for subclasses -------------------------------------------------------------
     def task_ids(self, split: str | None = None) -> list[str]:
-        if self.tasks is None:
+        if self.task_set is None:
             raise NotImplementedError
-        return self.tasks.task_ids(split or self.split)
+        return self.task_set.task_ids(split or self.split)
 
     def get_task(self, task_id: str) -> dict[str, Any]:
-        if self.tasks is None:
+        if self.task_set is None:
             raise NotImplementedError
-        return self.tasks.get_task(task_id)
+        return self.task_set.get_task(task_id)
 
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError

@@ -10,8 +10,9 @@ are, how an episode of one starts, how the world is scored, and what the oracle 
     validate(world, task) -> Validation     score ``world`` as the last step left it
     expert_action(world, task) -> action    the oracle's next action in ``world``
 
-An env keeps its one ``Task`` in ``env.tasks``. ``world`` is whatever the family's runtime keeps
-per episode (its ``Task`` class says which); ``task`` is the row ``get_task`` gave. ``validate``
+An env keeps its one ``Task``, its task set, in ``env.task_set``, next to ``env.task``, the
+current episode's task row. ``world`` is whatever the family's runtime keeps per episode (its
+``Task`` class says which); ``task`` is the row ``get_task`` gave. ``validate``
 runs once after each step that may change the score (some families: only after the action that
 ends the episode), so a task may pay a gain once; ``setup`` resets what a task remembers within
 an episode (the household's current goal, the shop oracle's searches). The browser family's

@@ -109,7 +109,7 @@ class BrowserEnv(TurnEnv):
             raise ValueError(f"action_mode: {action_mode!r} is not supported; allowed: 'text', 'tools'")
         if recycle_every < 1:
             raise ValueError(f"recycle_every: must be >= 1, got {recycle_every}")
-        self.tasks = task
+        self.task_set = task
         self.action_mode = action_mode
         self.want_screenshot = screenshot
         self.set_of_marks = set_of_marks
@@ -130,7 +130,7 @@ class BrowserEnv(TurnEnv):
 
     # ----- prompt ------------------------------------------------------------------------------
     def instructions(self) -> str:
-        head = self.tasks.instructions()
+        head = self.task_set.instructions()
         if self.action_mode == "tools":
             return head + "\nCall exactly one of the provided tools per turn; bids are the ids in brackets."
         return head + "\n" + ACTION_HELP
@@ -147,10 +147,10 @@ class BrowserEnv(TurnEnv):
         return self.runtime.run(coro, self.watchdog_s if timeout is None else timeout)
 
     async def _open_context(self):
-        task = self.tasks
-        context = await self.runtime.new_context(viewport=task.viewport, java_script_enabled=True,
+        task_set = self.task_set
+        context = await self.runtime.new_context(viewport=task_set.viewport, java_script_enabled=True,
                                                  service_workers="block")
-        origins = task.origins
+        origins = task_set.origins
         this_page: dict[str, Any] = {}
 
         async def route(route):
@@ -160,12 +160,12 @@ class BrowserEnv(TurnEnv):
                 if route.request.frame == page.main_frame:
                     self._navigating = True  # a new document is coming: observe it, not the old one
             if any(url.startswith(o + "/") or url == o for o in origins):
-                await task.serve(route)
+                await task_set.serve(route)
             else:  # nothing leaves the machine: other origins are refused
                 await route.abort("blockedbyclient")
 
         await context.route("**/*", route)
-        await task.configure(context)
+        await task_set.configure(context)
         self._load_event = asyncio.Event()
         page = await context.new_page()
         self._page = this_page["page"] = page
@@ -220,7 +220,7 @@ class BrowserEnv(TurnEnv):
     async def _observe(self, reset: bool = False) -> dict[str, Any]:
         for attempt in range(4):
             try:
-                return await take_snapshot(self._page, self._cdp, self.tasks.hide_selectors, reset)
+                return await take_snapshot(self._page, self._cdp, self.task_set.hide_selectors, reset)
             except Exception as exc:  # a navigation replaced the document mid-call: wait, retry
                 text = str(exc)
                 if attempt == 3 or not ("context was destroyed" in text or "navigat" in text
@@ -234,10 +234,10 @@ class BrowserEnv(TurnEnv):
         if self._page is None:
             self._context, self._page = await self._open_context()
             fresh = True
-        goal = await self.tasks.setup(Tab(self._page, [], fresh), task)
+        goal = await self.task_set.setup(Tab(self._page, [], fresh), task)
         self._navigating = False
         snapshot = await self._observe(reset=True)
-        verdict = await self.tasks.validate(Tab(self._page, []), task)
+        verdict = await self.task_set.validate(Tab(self._page, []), task)
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
         return goal, snapshot, verdict, shot
 
@@ -246,7 +246,7 @@ class BrowserEnv(TurnEnv):
         error = None
         message = None
         try:
-            message = await browser_actions.perform(self._page, action, self.tasks.origins,
+            message = await browser_actions.perform(self._page, action, self.task_set.origins,
                                                     self.action_timeout_ms)
         except ActionError as exc:
             error = str(exc)
@@ -258,7 +258,7 @@ class BrowserEnv(TurnEnv):
             self._chat.append(message)
         await self._settle(loads_before)
         snapshot = await self._observe()
-        verdict = await self.tasks.validate(Tab(self._page, list(self._chat)), self.task)
+        verdict = await self.task_set.validate(Tab(self._page, list(self._chat)), self.task)
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
         return error, verdict, snapshot, shot
 
@@ -367,7 +367,7 @@ class BrowserEnv(TurnEnv):
         if self.infra_failure is not None or self._verdict.done:
             return "noop()"
         try:
-            return self._call(self.tasks.expert_action(Tab(self._page, list(self._chat)), self.task))
+            return self._call(self.task_set.expert_action(Tab(self._page, list(self._chat)), self.task))
         except BrowserError as exc:
             # the next step reports the failure (scorable=False); the oracle has nothing to say
             self._fail(exc)

@@ -131,7 +131,7 @@ class CodeHumanEvalEnv(TurnEnv):
         self.backend = backend
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        self.tasks = HumanEvalTask(backend, timeout_s, memory_mb)
+        self.task_set = HumanEvalTask(backend, timeout_s, memory_mb)
         self.runs = 0
         self.last_outcome: str | None = None
 
@@ -163,7 +163,7 @@ class CodeHumanEvalEnv(TurnEnv):
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.runs = 0
         self.last_outcome = None
-        prompt = self.tasks.setup("", task)
+        prompt = self.task_set.setup("", task)
         obs = f"Complete this function:\n```python\n{prompt}```"
         return obs, {"extra": {"entry_point": task["entry_point"]}}
 
@@ -182,7 +182,7 @@ class CodeHumanEvalEnv(TurnEnv):
                 self.fail_infra("sandbox_error", res.error)
             self.last_outcome = _digest(res.summary())
             return res.summary(), 0.0, False, False, {}
-        verdict = self.tasks.validate(code, self.task)
+        verdict = self.task_set.validate(code, self.task)
         if verdict.error:
             self.fail_infra("sandbox_error", verdict.error)
             return (f"The sandbox failed while grading ({verdict.error}); this episode is not scored.", 0.0, True,
@@ -202,7 +202,7 @@ class CodeHumanEvalEnv(TurnEnv):
                 {"action_valid": False, "parse_error": why})
 
     def expert_action(self) -> str:
-        return self.tasks.expert_action("", self.task)
+        return self.task_set.expert_action("", self.task)
 
 
 def _code_argument(cmd: Command) -> str:

@@ -133,7 +133,7 @@ class CodeRepairEnv(TurnEnv):
         self.shell_backend = shell_backend
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        self.tasks = CodeRepairTask(backend, timeout_s, memory_mb)
+        self.task_set = CodeRepairTask(backend, timeout_s, memory_mb)
         self.repo: dict[str, str] = {}
         self.repository: repair_tasks.RepairRepository | None = None
         self.tests_run = 0
@@ -167,9 +167,9 @@ class CodeRepairEnv(TurnEnv):
 
     # ----- episode ----------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.repository = self.tasks.repository(task)
+        self.repository = self.task_set.repository(task)
         checkout = Checkout({})
-        goal = self.tasks.setup(checkout, task)
+        goal = self.task_set.setup(checkout, task)
         self.repo, self.tests_run = checkout.files, checkout.tests_run
         obs = f"{goal}\nFiles:\n" + "\n".join(f"  {p}" for p in self.repo)
         return obs, {"extra": {"num_files": len(self.repo)}}
@@ -261,7 +261,7 @@ class CodeRepairEnv(TurnEnv):
         return self._ok(res.summary(4000) + note)
 
     def _do_submit(self, cmd: Command):
-        verdict = self.tasks.validate(Checkout(self.repo, self.tests_run), self.task)
+        verdict = self.task_set.validate(Checkout(self.repo, self.tests_run), self.task)
         if verdict.error:
             self.fail_infra("sandbox_error", verdict.error)
             return (f"The sandbox failed while grading ({verdict.error}); this episode is not scored.", 0.0, True, False,
@@ -294,7 +294,7 @@ class CodeRepairEnv(TurnEnv):
         return output or res.summary(), None
 
     def expert_action(self) -> str:
-        return self.tasks.expert_action(Checkout(self.repo, self.tests_run), self.task)
+        return self.task_set.expert_action(Checkout(self.repo, self.tests_run), self.task)
 
 
 def _arg(cmd: Command, name: str, default):

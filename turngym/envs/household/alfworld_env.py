@@ -86,7 +86,7 @@ class ALFWorldEnv(TurnEnv):
         if not isinstance(reward_scale, (int, float)) or reward_scale < 0:
             raise ValueError(f"reward_scale: must be a number >= 0, got {reward_scale!r}")
         default = Path(os.environ.get("ALFWORLD_DATA", "~/.cache/alfworld")).expanduser() / "json_2.1.1"
-        self.tasks = ALFWorldTask(Path(games).expanduser() if games else default, float(reward_scale))
+        self.task_set = ALFWorldTask(Path(games).expanduser() if games else default, float(reward_scale))
         self.admissible_in_info = admissible_in_info
         self._env = None  # made on the first reset: importing the engine is slow
         self._state = None
@@ -106,12 +106,12 @@ class ALFWorldEnv(TurnEnv):
             self._env = _engine()
         self._env.load(path)
         self._state = self._env.reset()
-        return self.tasks.setup(self._state, task), self._fields(True, 0.0)
+        return self.task_set.setup(self._state, task), self._fields(True, 0.0)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         valid = action.strip() in self._state["admissible_commands"]
         self._state, _, _ = self._env.step(action)
-        verdict = self.tasks.validate(self._state, self.task)
+        verdict = self.task_set.validate(self._state, self.task)
         fields = self._fields(valid, verdict.reward)
         if verdict.success:
             fields["done_reason"] = "success"

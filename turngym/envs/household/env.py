@@ -147,7 +147,7 @@ class HouseholdEnv(TurnEnv):
         self.admissible_in_observation = admissible_in_observation
         self.lenient = lenient
         self.legacy_commands = legacy_commands
-        self.tasks = HouseholdTask(kind, paraphrase, float(reward_scale), float(shaped_reward))
+        self.task_set = HouseholdTask(kind, paraphrase, float(reward_scale), float(shaped_reward))
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.world: World | None = None
         self.reveal_contents = reveal_contents
@@ -162,14 +162,14 @@ class HouseholdEnv(TurnEnv):
             options = {**options, "task": {**task, "task_id": f"alfworld:{task['alfworld_game']}"}}
         if "task" not in options and "task_id" not in options:
             # the base class's draw, from the cached tuple rather than a fresh list of 3,553 ids
-            ids = generator.task_ids(self.tasks.kind, options.get("split", self.split))
+            ids = generator.task_ids(self.task_set.kind, options.get("split", self.split))
             return self.get_task(ids[int(self.np_random.integers(0, len(ids)))])
         return super()._choose_task(options)
 
     # ----- episode ----------------------------------------------------------------------------------
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.world = World(self.tasks.blueprint(task), (AGENT,))
-        goal = self.tasks.setup(self.world, task)
+        self.world = World(self.task_set.blueprint(task), (AGENT,))
+        goal = self.task_set.setup(self.world, task)
         self.key = self.world.key(0)
         intro = self.world.overview() if self.reveal_contents else self.world.intro()
         obs = f"{HEADER}\n\n{intro}\n\nYour task is to: {goal}"
@@ -186,10 +186,10 @@ class HouseholdEnv(TurnEnv):
         verdict = _UNCHANGED
         if valid and not command.startswith(READ_ONLY):
             if not command.startswith(_NO_PROGRESS) or (
-                    command[:3] == "go " and self.tasks.goal(world).task_type == LOOK):
-                verdict = self.tasks.validate(world, self.task)
+                    command[:3] == "go " and self.task_set.goal(world).task_type == LOOK):
+                verdict = self.task_set.validate(world, self.task)
                 obs += verdict.message
-            self.key = world.key(self.tasks.goal_index)
+            self.key = world.key(self.task_set.goal_index)
         success = verdict.success
         components = {**verdict.components, "invalid_penalty": 0.0 if valid else -self.invalid_action_penalty}
         fields = self._fields(valid, None if valid else NOT_ADMISSIBLE, components)
@@ -207,24 +207,24 @@ class HouseholdEnv(TurnEnv):
 
     def _fields(self, valid: bool, parse_error: str | None,
                 components: dict[str, float]) -> dict[str, Any]:
-        world, tasks = self.world, self.tasks
+        world, task_set = self.world, self.task_set
         return {
             "state_key": self.key,
             "admissible_actions": list(world.admissible(AGENT)) if self.admissible_in_info else None,
             "action_valid": valid,
             "parse_error": parse_error,
-            "progress": tasks.progress,
-            "is_success": tasks.progress >= 1.0,
+            "progress": task_set.progress,
+            "is_success": task_set.progress >= 1.0,
             "reward_components": components,
-            "extra": {"task_type": tasks.goal(world).task_type, "goal": tasks.goal_texts(world)[tasks.goal_index],
-                      "goal_index": tasks.goal_index},
+            "extra": {"task_type": task_set.goal(world).task_type, "goal": task_set.goal_texts(world)[task_set.goal_index],
+                      "goal_index": task_set.goal_index},
         }
 
     # ----- the rest of the contract -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         if self.world is None:
             return {}
-        return {**self.world.state_dict(), "goal_index": self.tasks.goal_index}
+        return {**self.world.state_dict(), "goal_index": self.task_set.goal_index}
 
     def admissible_actions(self) -> list[str] | None:
         if self.world is None or not self.admissible_in_info:
@@ -237,4 +237,4 @@ class HouseholdEnv(TurnEnv):
     def expert_action(self) -> str:
         if self.world is None:
             raise RuntimeError("call reset() before expert_action()")
-        return self.tasks.expert_action(self.world, self.task)
+        return self.task_set.expert_action(self.world, self.task)

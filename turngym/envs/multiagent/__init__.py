@@ -2,7 +2,7 @@
 
     from turngym.envs.multiagent import parallel_env, aec_env
     env = parallel_env("negotiation")          # or "auction", "coop_household"
-    env.tasks["buyer"]                         # the buyer's Task: rows, brief, score, expert
+    env.task_sets["buyer"]                         # the buyer's Task: rows, brief, score, expert
 
 Names are imported on first use: ``import turngym`` imports this package for its registration
 module, and must not load the games (the co-op game pulls in the whole household engine).

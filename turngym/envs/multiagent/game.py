@@ -134,11 +134,11 @@ class SeatTask:
         return self.expert_action(game, task)
 
 
-def play(game: TextGame, tasks: dict[str, SeatTask], actions: dict[str, str]) -> dict[str, Outcome]:
+def play(game: TextGame, task_sets: dict[str, SeatTask], actions: dict[str, str]) -> dict[str, Outcome]:
     """One ``step`` of ``game``, each agent's outcome completed with its seat's verdict."""
     outcomes = game.step(actions)
     for agent, outcome in outcomes.items():
-        verdict = tasks[agent].validate(game, game.task)
+        verdict = task_sets[agent].validate(game, game.task)
         if outcome.scored:
             outcome.observation += verdict.message
             outcome.reward = verdict.reward

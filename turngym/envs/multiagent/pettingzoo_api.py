@@ -1,6 +1,6 @@
 """PettingZoo Parallel and AEC envs over a ``TextGame``, both native (no conversion wrappers).
 
-``env.game`` is the game's engine; ``env.tasks`` holds each seat's ``SeatTask``, which briefs
+``env.game`` is the game's engine; ``env.task_sets`` holds each seat's ``SeatTask``, which briefs
 the seat at reset and scores every step (``game.play``).
 
 Spaces are ``UnicodeText`` (any string). ``infos[agent]`` is the agent's StepInfo, with the same
@@ -53,7 +53,7 @@ class _GameEnvMixin:
         from turngym.envs.multiagent import TASKS
 
         self.game = game
-        self.tasks: dict[str, SeatTask] = {a: TASKS[game.name](a) for a in game.possible_agents}
+        self.task_sets: dict[str, SeatTask] = {a: TASKS[game.name](a) for a in game.possible_agents}
         self.split = split
         self.render_mode = render_mode
         self.possible_agents = list(game.possible_agents)
@@ -70,11 +70,11 @@ class _GameEnvMixin:
         return self._spaces[agent]
 
     def expert_action(self, agent: str) -> str:
-        return self.tasks[agent].expert_action(self.game, self.game.task)
+        return self.task_sets[agent].expert_action(self.game, self.game.task)
 
     def scripted_action(self, agent: str) -> str:
         """The default move of ``agent`` when no learner plays it (the auction's is not the expert's)."""
-        return self.tasks[agent].scripted_action(self.game, self.game.task)
+        return self.task_sets[agent].scripted_action(self.game, self.game.task)
 
     def _start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, str]:
         if seed is not None:
@@ -83,10 +83,10 @@ class _GameEnvMixin:
                 self._spaces[a].seed(seed + i)
         episode_seed = int(self._np_random.integers(0, 2**31 - 1))
         # every seat's task holds the game's rows: the first seat's chooses
-        task = _choose_task(self.tasks[self.possible_agents[0]], self._np_random, options, self.split)
+        task = _choose_task(self.task_sets[self.possible_agents[0]], self._np_random, options, self.split)
         self.episode_id = episode_id(self.game.name, task["task_id"], episode_seed)
         self.game.reset(task, episode_seed)
-        obs = {a: self.tasks[a].setup(self.game, task) for a in self.possible_agents}
+        obs = {a: self.task_sets[a].setup(self.game, task) for a in self.possible_agents}
         self.last_text = dict(obs)
         return obs
 
@@ -123,7 +123,7 @@ class ParallelTextEnv(_GameEnvMixin, ParallelEnv):
         for a in acting:
             if a in actions and not isinstance(actions[a], str):
                 raise TypeError(f"actions[{a!r}]: expected str, got {type(actions[a]).__name__}")
-        outcomes = play(self.game, self.tasks, {a: actions[a] for a in acting if a in actions})
+        outcomes = play(self.game, self.task_sets, {a: actions[a] for a in acting if a in actions})
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
@@ -184,7 +184,7 @@ class AECTextEnv(_GameEnvMixin, AECEnv):
             self.agent_selection = self._next_agent()   # simultaneous move: others still to act
             self._accumulate_rewards()
             return
-        outcomes = play(self.game, self.tasks, self._pending)
+        outcomes = play(self.game, self.task_sets, self._pending)
         self._pending = {}
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"

@@ -67,7 +67,7 @@ class _SeatPlayer:
 
 
 class SingleAgentView(TurnEnv):
-    """Seat ``seat`` of game ``game``; the other seats are played by ``others``. ``env.tasks`` is
+    """Seat ``seat`` of game ``game``; the other seats are played by ``others``. ``env.task_set`` is
     the seat's ``SeatTask``, the one its ``ParallelTextEnv`` scores the seat's steps with."""
 
     def __init__(self, game: str = "negotiation", seat: str | None = None, others: Any = "scripted",
@@ -80,7 +80,7 @@ class SingleAgentView(TurnEnv):
             raise ValueError(f"seat: {self.seat!r} is not one of {list(self.game.possible_agents)}")
         self.others_spec = others
         self.parallel = ParallelTextEnv(self.game, split=self.split)
-        self.tasks = self.parallel.tasks[self.seat]
+        self.task_set = self.parallel.task_sets[self.seat]
         self.players: dict[str, _SeatPlayer] = {}
         self.ended_before_turn: tuple[float, dict] | None = None
 
@@ -94,16 +94,16 @@ class SingleAgentView(TurnEnv):
         return None if self.game.over else self.game.admissible_actions(self.seat)
 
     def expert_action(self) -> str:
-        return self.tasks.expert_action(self.game, self.task)
+        return self.task_set.expert_action(self.game, self.task)
 
     def _reset(self, task):
         _, infos = self.parallel.reset(seed=self.episode_seed, options={"task": task})
         self.players = {}
         for i, agent in enumerate(a for a in self.game.possible_agents if a != self.seat):
             spec = self.others_spec.get(agent, "scripted") if isinstance(self.others_spec, dict) else self.others_spec
-            self.players[agent] = _SeatPlayer(spec, self.parallel.tasks[agent], self.game, self.episode_seed + i + 1)
+            self.players[agent] = _SeatPlayer(spec, self.parallel.task_sets[agent], self.game, self.episode_seed + i + 1)
             self.players[agent].observe(infos[agent])
-        texts, reward, fields = self._advance([self.tasks.setup(self.game, task)], 0.0, {})
+        texts, reward, fields = self._advance([self.task_set.setup(self.game, task)], 0.0, {})
         # the other seats may end the game before this seat's first turn (a buyer walking away);
         # reset cannot say so, so the first step reports the end and pays what the seat got
         self.ended_before_turn = (reward, fields) if self.game.over else None
@@ -164,7 +164,7 @@ def multiagent_rollout(game: str, policies: dict[str, Any], tasks: list[str], gr
             env = ParallelTextEnv(g)
             obs, infos = env.reset(seed=seed + i, options={"task_id": task_id})
             group = group_id(task_id, seed + i)
-            players = {a: _SeatPlayer(policies.get(a, "scripted"), env.tasks[a], g, seed + i + k)
+            players = {a: _SeatPlayer(policies.get(a, "scripted"), env.task_sets[a], g, seed + i + k)
                        for k, a in enumerate(g.possible_agents)}
             trajs = {a: Trajectory(env_id=f"multiagent/{game}", task_id=task_id, seed=seed + i,
                                    group_id=f"{group}/{a}", trajectory_id=f"{group}/{a}#{member}",

@@ -124,7 +124,7 @@ class ShopEnv(TurnEnv):
         self.observation_mode = observation_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.catalog: Catalog = open_catalog(catalog_size, catalog_seed, catalog_path, bm25_k1, bm25_b)
-        self.tasks = ShopTask(self.catalog)
+        self.task_set = ShopTask(self.catalog)
         self.session: ShopSession | None = None
         self._observation = ""
 
@@ -140,7 +140,7 @@ class ShopEnv(TurnEnv):
         if missing:
             raise ValueError(f"reset options: task row lacks {sorted(missing)}")
         self.session = ShopSession(catalog=self.catalog, goal=task)
-        goal = self.tasks.setup(self.session, task)
+        goal = self.task_set.setup(self.session, task)
         self._observation = self._observe()
         return self._observation, {"extra": {"goal": goal,
                                              "available_actions": self.session.available_actions()}}
@@ -161,7 +161,7 @@ class ShopEnv(TurnEnv):
         if not session.done:
             return self._observation, 0.0, False, False, {
                 "extra": {"available_actions": session.available_actions()}}
-        verdict = self.tasks.validate(session, self.task)
+        verdict = self.task_set.validate(session, self.task)
         return self._observation, verdict.reward, True, False, {
             "reward_components": verdict.components,
             "is_success": verdict.success, "progress": verdict.progress, "done_reason": "purchased",
@@ -184,7 +184,7 @@ class ShopEnv(TurnEnv):
         super().close()
 
     def expert_action(self) -> str:
-        return self.tasks.expert_action(self.session, self.task)
+        return self.task_set.expert_action(self.session, self.task)
 
 
 def goal_keywords(instruction: str) -> str:

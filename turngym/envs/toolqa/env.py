@@ -116,7 +116,7 @@ class ToolQAEnv(TurnEnv):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error: {on_error!r} is not allowed; allowed: {list(ON_ERROR)}")
         self.task_types = tuple(task_types)
-        self.tasks = ToolQATask(self.task_types)
+        self.task_set = ToolQATask(self.task_types)
         self.on_error = on_error
         self.toolset = ToolSet([calculator, search_tool(shared_corpus()), python_tool(timeout=python_timeout), answer])
         self.executor = Executor(self.toolset, timeout=python_timeout + 5)
@@ -137,7 +137,7 @@ class ToolQAEnv(TurnEnv):
 
     def _reset(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.history, self.answered = [], None
-        return self.tasks.setup(self.history, task), {"extra": {"task_type": _task_type(task)}}
+        return self.task_set.setup(self.history, task), {"extra": {"task_type": _task_type(task)}}
 
     def _step(self, action: str):
         parsed: ParseResult = parse_tool_calls(action, ("hermes", "json", "react"))
@@ -182,7 +182,7 @@ class ToolQAEnv(TurnEnv):
             self.history.append([call.name, call.arguments, result.content])
             if call.name == "answer":
                 self.answered = result.content
-                verdict = self.tasks.validate(self.history, self.task)
+                verdict = self.task_set.validate(self.history, self.task)
                 success, reward, terminated = verdict.success, verdict.reward, verdict.done
         if errors and self.on_error == "end":
             terminated = True
@@ -206,7 +206,7 @@ class ToolQAEnv(TurnEnv):
         return observation, reward, terminated, False, fields
 
     def expert_action(self) -> str:
-        return self.tasks.expert_action(self.history, self.task)
+        return self.task_set.expert_action(self.history, self.task)
 
     def close(self) -> None:
         self.executor.close()
