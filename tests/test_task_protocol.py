@@ -172,3 +172,11 @@ def test_the_browser_expert_reaches_the_top_through_the_task():
             assert terminated and reward == 1.0 and info["is_success"]
     finally:
         env.close()
+
+
+def test_the_old_name_of_the_task_set_still_reads_and_writes_it():
+    env = turngym.make("turngym/Household-v0").unwrapped
+    assert env.tasks is env.task_set
+    other = type(env.task_set)("easy", False, 1.0, 0.0)
+    env.tasks = other  # an env written before the rename sets the old name
+    assert env.task_set is other and env.task_ids()[0].startswith("easy")
