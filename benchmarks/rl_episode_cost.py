@@ -8,13 +8,15 @@ for the path before repeated prompts were shared ("before") and today's ("today"
 --run-dir runs/sft0``. Both paths start from it with the same seeds and run the demo's updates
 (2 tasks x 8 rollouts, GiGPO): "before" encodes every row's prompt even where rows repeat one
 (group members in the same state) and draws minibatches from a plain permutation of the turns,
-as generation and the update did until 2026-11-27; "today" encodes each distinct prompt once and
-keeps turns with the same prompt in one minibatch. Samples can differ slightly between the two (other batch
-shapes round differently in bfloat16), so each path reports its own tokens.
+as generation and the update did until 2026-11-27; "one_pass" encodes each distinct prompt once
+and keeps turns with the same prompt in one minibatch, but prefills every prompt suffix in one
+padded pass (as until 2026-11-28); "today" also prefills in chunks of similar suffix length
+(``decoding.length_chunks``). Samples can differ slightly between the paths (other batch shapes
+round differently in bfloat16), so each path reports its own tokens.
 
 Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
 per episode: prompt tokens encoded while sampling, tokens decoded, tokens through the model in
-the update. The compute bound is those tokens at this machine's measured rates, forward (batch
+the update, and the padded slots the linear layers actually computed, padding included. The compute bound is those tokens at this machine's measured rates, forward (batch
 8 x 256 tokens, no grad) and forward+backward through the demo's LoRA model, in the same run:
 the share says how close the loop runs to torch's own speed. Results go to
 ``benchmarks/results/rl_episode_cost/<date>.json``.
@@ -42,6 +44,7 @@ def count_tokens(model, counter: dict):
         mask = kwargs.get("attention_mask")
         if ids is None:
             return
+        counter["slots"] += ids.numel()  # what the linear layers compute, padding included
         if mask is not None and mask.shape == ids.shape:
             counter["tokens"] += int(mask.sum())
         else:
@@ -69,9 +72,11 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.rollout import collect
     from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
 
-    real, real_order = decoding.distinct_rows, update_module.prompt_clustered_order
+    real, real_order, real_slack = decoding.distinct_rows, update_module.prompt_clustered_order, decoding.PAD_SLACK
     if name == "before":
         decoding.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
+    if name in ("before", "one_pass"):
+        decoding.PAD_SLACK = float("inf")  # every prompt suffix in one padded prefill pass
     try:
         cfg = load_config(None, overrides)
         tr = build_trainer(cfg, log=lambda _: None)
@@ -86,7 +91,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         env_kwargs = dict(cfg.env.kwargs)
         train_ids = run_task_ids(cfg)[0]
         pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
-        counter = {"tokens": 0}
+        counter = {"tokens": 0, "slots": 0}
         handle = count_tokens(tr.model, counter)
         rows = []
         try:
@@ -94,20 +99,22 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
                 tr.state["update"] = update
                 tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
                 tr.policy.reset_history()
-                counter["tokens"] = 0
+                counter["tokens"] = counter["slots"] = 0
                 decoded = tr.policy.generated_tokens
                 t0 = time.perf_counter()
                 trajs = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size,
                                 seed=cfg.seed + 1000 * update, max_turns=cfg.env.max_turns)
                 t1 = time.perf_counter()
                 prefill, decoded = counter["tokens"], tr.policy.generated_tokens - decoded
+                sampling_slots = counter["slots"]
                 tr.policy.reset_history()
-                counter["tokens"] = 0
+                counter["tokens"] = counter["slots"] = 0
                 row = learn(tr, optimizer, trajs, update, t1 - t0, 0)
                 t2 = time.perf_counter()
                 rows.append({"update": update, "episodes": len(trajs), "turns": sum(t.length for t in trajs),
                              "rollout_s": t1 - t0, "update_s": t2 - t1, "prompt_tokens_sampling": prefill,
                              "decode_steps_tokens": decoded, "update_tokens": counter["tokens"],
+                             "sampling_slots": sampling_slots, "update_slots": counter["slots"],
                              "distinct_prompts": len({tuple(s.prompt_ids) for t in trajs for s in t.steps}),
                              "train_success": row.get("train/success_rate")})
                 print(f"  {name} update {update}: {rows[-1]}", flush=True)
@@ -115,11 +122,12 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
             handle.remove()
             pool.close()
     finally:
-        decoding.distinct_rows, update_module.prompt_clustered_order = real, real_order
+        decoding.distinct_rows, update_module.prompt_clustered_order, decoding.PAD_SLACK = real, real_order, real_slack
     episodes = sum(r["episodes"] for r in rows)
     seconds = sum(r["rollout_s"] + r["update_s"] for r in rows)
     per = {k: sum(r[k] for r in rows) / episodes for k in ("prompt_tokens_sampling", "decode_steps_tokens",
-                                                          "update_tokens", "turns", "rollout_s", "update_s")}
+                                                          "update_tokens", "sampling_slots", "update_slots", "turns",
+                                                          "rollout_s", "update_s")}
     return {"path": name, "updates": rows, "episodes": episodes, "episodes_per_minute": 60 * episodes / seconds,
             "per_episode": per}
 
@@ -157,7 +165,7 @@ def main() -> None:
     p.add_argument("--sft", required=True, help="run folder with the demo's update-0 (after SFT) checkpoint")
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--paths", default="before,today")
+    p.add_argument("--paths", default="before,one_pass,today")
     p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
     args = p.parse_args()
     if args.threads:
@@ -173,15 +181,16 @@ def main() -> None:
     for name in args.paths.split(","):
         out["paths"].append(run_path(name, args, overrides))
     fwd, fb = out["rates"]["forward_tokens_per_s"], out["rates"]["forward_backward_tokens_per_s"]
-    print(f"\n{'path':8} {'episodes/min':>12} {'prompt tok/ep':>14} {'decoded/ep':>11} {'update tok/ep':>14} "
-          f"{'bound ep/min':>13} {'share':>6}")
+    print(f"\n{'path':8} {'episodes/min':>12} {'prompt tok/ep':>14} {'(slots)':>8} {'decoded/ep':>11} "
+          f"{'update tok/ep':>14} {'(slots)':>8} {'bound ep/min':>13} {'share':>6}")
     for r in out["paths"]:
         per = r["per_episode"]
         # the bound: prompt and decode tokens at the forward rate, update tokens at the f+b rate
         bound = 60 / ((per["prompt_tokens_sampling"] + per["decode_steps_tokens"]) / fwd + per["update_tokens"] / fb)
         r["bound_episodes_per_minute"] = bound
         print(f"{r['path']:8} {r['episodes_per_minute']:12.1f} {per['prompt_tokens_sampling']:14.0f} "
-              f"{per['decode_steps_tokens']:11.1f} {per['update_tokens']:14.0f} {bound:13.1f} "
+              f"{per['sampling_slots']:8.0f} {per['decode_steps_tokens']:11.1f} {per['update_tokens']:14.0f} "
+              f"{per['update_slots']:8.0f} {bound:13.1f} "
               f"{r['episodes_per_minute'] / bound:6.2f}")
     path = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

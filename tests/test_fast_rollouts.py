@@ -228,9 +228,14 @@ def test_scoring_encodes_a_repeated_prompt_once_with_the_same_scores_and_gradien
             torch.nn.init.normal_(p, std=0.05)
     g = torch.Generator().manual_seed(1)
     head = torch.randint(10, 1000, (30,), generator=g).tolist()
-    a, b = head + torch.randint(10, 1000, (9,), generator=g).tolist(), head + [5]
+    a, b = head + torch.randint(10, 1000, (5,), generator=g).tolist(), head + [5]
     c = head + torch.randint(10, 1000, (14,), generator=g).tolist()
     prompts = [a, a, b, c, a, b, c]
+    # their rests after the head (4, 0 and 13 tokens) are encoded in three passes, each padded
+    # to the longest only afterwards: a gap of 9 columns, and one with no rest at all
+    from turngym.agents.decoding import PAD_SLACK, length_chunks
+
+    assert length_chunks([4, 0, 13], PAD_SLACK) == [[2], [0], [1]]
     completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 5, 2, 4, 1, 2, 6)]
     completions[4] = completions[0][:1]  # and a row that repeats another's prompt and first token
     calls = []
@@ -274,3 +279,19 @@ def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
         n = next((i for i, (x, y) in enumerate(zip(a.tokens, b.tokens)) if x != y), len(a.tokens))
         assert n >= 6  # bfloat16 rounding may flip a near-tie late in the reply, not early
         assert torch.allclose(torch.tensor(a.logprobs[:n]), torch.tensor(b.logprobs[:n]), atol=0.05)
+
+
+def test_prefill_chunks_bound_padding_and_cover_every_row():
+    from turngym.agents.decoding import PAD_SLACK, length_chunks
+
+    lengths = [250, 90, 92, 3, 88, 240, 60, 1, 91, 95]
+    chunks = length_chunks(lengths, PAD_SLACK)
+    assert sorted(i for c in chunks for i in c) == list(range(len(lengths)))
+    for chunk in chunks:
+        longest = max(lengths[i] for i in chunk)
+        assert longest == lengths[chunk[0]]
+        assert len(chunk) == 1 or len(chunk) * longest <= (1 + PAD_SLACK) * sum(lengths[i] for i in chunk)
+    # similar lengths share one pass; the two long rows are not padded out by the short ones
+    assert sorted(len(c) for c in chunks)[-1] >= 5 and any(sorted(c) == [0, 5] for c in chunks)
+    assert length_chunks([7] * 40, PAD_SLACK) == [list(range(40))]
+    assert len(length_chunks(lengths, float("inf"))) == 1  # no bound: one padded pass

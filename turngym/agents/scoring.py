@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from turngym.agents import decoding
+from turngym.agents.decode_step import KV
 from turngym.agents.decoding import forward_with_cache, from_layers, keep_last, to_layers
 
 MIN_SHARED_HEAD = 16  # shorter common heads are not worth a second forward call
@@ -96,16 +97,16 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
     head = common_head(prompt_ids) if share_head else 0
     distinct, owner = decoding.distinct_rows(prompt_ids) if share_head else (prompt_ids, list(range(batch)))
     with torch.set_grad_enabled(with_grad):
-        past = None
+        head_kv = None  # the shared head's keys/values, one row
         if head:
             ids = torch.tensor([list(prompt_ids[0][:head])], dtype=torch.long, device=device)
             _, cache = forward_with_cache(model, None, input_ids=ids, logits_to_keep=1,
                                           position_ids=torch.arange(head, device=device).unsqueeze(0))
-            past = from_layers([(k.expand(len(distinct), -1, -1, -1), v.expand(len(distinct), -1, -1, -1))
-                                for k, v in to_layers(cache)])
+            head_kv = to_layers(cache)
         if len(distinct) < batch:
-            return _score_distinct_prompts(model, distinct, owner, completion_ids, head, past,
+            return _score_distinct_prompts(model, distinct, owner, completion_ids, head, head_kv,
                                            temperature, pad_id, compute_entropy, device)
+        past = None if head_kv is None else from_layers(_expand(head_kv, batch))
         tails = [list(p[head:]) for p in prompt_ids]
         max_prompt = max(len(p) for p in tails)
         max_completion = max(len(c) for c in completion_ids)
@@ -133,8 +134,13 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
         return _token_scores(logits, input_ids[:, max_prompt:], completion_ids, temperature, compute_entropy)
 
 
-def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], completion_ids, head: int, past,
-                            temperature: float, pad_id: int, compute_entropy: bool, device) -> TokenScores:
+def _expand(kv: KV, rows: int) -> KV:
+    return [(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in kv]
+
+
+def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], completion_ids, head: int,
+                            head_kv: KV | None, temperature: float, pad_id: int, compute_entropy: bool,
+                            device) -> TokenScores:
     """``_score_rows`` when rows repeat a prompt (group members in the same state, one turn
     sampled several ways): each distinct prompt's tail, all but its last token, is encoded once
     after the shared head; its keys/values are then gathered for every row that has it, and each
@@ -146,19 +152,16 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
     width = max(len(r) for r in rest)
     mask = torch.zeros((distinct, head + width), dtype=torch.long)
     mask[:, :head] = 1
-    if width:
-        ids = torch.full((distinct, width), pad_id, dtype=torch.long)
-        positions = torch.zeros((distinct, width), dtype=torch.long)
-        for u, r in enumerate(rest):  # left-padded, so that every row's last real column is the same
-            if r:
-                ids[u, width - len(r):] = torch.tensor(r, dtype=torch.long)
-                positions[u, width - len(r):] = torch.arange(head, head + len(r))
-                mask[u, head + width - len(r):] = 1
-        _, past = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
-                                     attention_mask=mask.to(device), logits_to_keep=1)
-    if past is not None:  # None: one-token prompts and no head, nothing before the last token
+    for u, r in enumerate(rest):  # left-padded, so that every row's last real column is the same
+        if r:
+            mask[u, head + width - len(r):] = 1
+    past = None  # stays None for one-token prompts and no head: nothing before the last token
+    if width:  # each row gathers its prompt's keys/values
         index = torch.tensor(owner, dtype=torch.long, device=device)
-        past = from_layers([(k.index_select(0, index), v.index_select(0, index)) for k, v in to_layers(past)])
+        past = from_layers([(k.index_select(0, index), v.index_select(0, index))
+                            for k, v in _encode_rests(model, rest, head, head_kv, width, pad_id, device)])
+    elif head_kv is not None:
+        past = from_layers(_expand(head_kv, batch))
     max_completion = max(len(c) for c in completion_ids)
     if max_completion == 0:
         return _empty_scores(batch, device)
@@ -176,6 +179,53 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
                                 position_ids=positions.to(device), attention_mask=full_attention,
                                 logits_to_keep=keep_last(1 + max_completion, device))[0]
     return _token_scores(logits, ids[:, 1:].to(device), completion_ids, temperature, compute_entropy)
+
+
+def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, width: int, pad_id: int,
+                  device) -> KV:
+    """Keys/values [distinct, heads, head + width, dim] of each prompt's rest after the shared
+    head, left-padded to ``width``: one forward pass per chunk of similar lengths
+    (``decoding.length_chunks``: in the demo's updates one padded pass spent a third of its work
+    on padding), each chunk then padded to the common width with zero columns the mask hides."""
+    parts: list[tuple[list[int], KV]] = []
+    for chunk in decoding.length_chunks([len(r) for r in rest], decoding.PAD_SLACK):
+        w = len(rest[chunk[0]])  # the chunk's longest; chunks come longest first
+        if w == 0:  # nothing after the head: the head's keys/values (if any), then the gap
+            base = _expand(head_kv, len(chunk)) if head_kv is not None else \
+                [(k.new_zeros(len(chunk), k.shape[1], 0, k.shape[3]),) * 2 for k, _ in parts[0][1]]
+            parts.append((chunk, _pad_after(base, head, width)))
+            continue
+        ids = torch.full((len(chunk), w), pad_id, dtype=torch.long)
+        positions = torch.zeros((len(chunk), w), dtype=torch.long)
+        mask = torch.zeros((len(chunk), head + w), dtype=torch.long)
+        mask[:, :head] = 1
+        for j, u in enumerate(chunk):
+            r = rest[u]
+            if r:
+                ids[j, w - len(r):] = torch.tensor(r, dtype=torch.long)
+                positions[j, w - len(r):] = torch.arange(head, head + len(r))
+                mask[j, head + w - len(r):] = 1
+        past = None if head_kv is None else from_layers(_expand(head_kv, len(chunk)))
+        _, out = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
+                                    attention_mask=mask.to(device), logits_to_keep=1)
+        parts.append((chunk, _pad_after(to_layers(out), head, width - w)))
+    if len(parts) == 1:
+        return parts[0][1]
+    order = [u for chunk, _ in parts for u in chunk]
+    back = torch.tensor(sorted(range(len(order)), key=order.__getitem__), dtype=torch.long, device=device)
+    return [tuple(torch.cat([kv[layer][i] for _, kv in parts]).index_select(0, back) for i in (0, 1))
+            for layer in range(len(parts[0][1]))]
+
+
+def _pad_after(kv: KV, at: int, extra: int) -> KV:
+    """``extra`` zero columns inserted after the first ``at`` positions of every key/value."""
+    if not extra:
+        return kv
+
+    def pad(x):
+        return torch.cat([x[:, :, :at], x.new_zeros(x.shape[0], x.shape[1], extra, x.shape[3]), x[:, :, at:]], 2)
+
+    return [(pad(k), pad(v)) for k, v in kv]
 
 
 def _empty_scores(batch: int, device) -> TokenScores:
