@@ -73,7 +73,10 @@ def test_each_turn_gets_its_own_advantage_on_its_own_tokens():
     neighbouring turn flip every sign here."""
     tr = SimpleNamespace(cfg=load_config(None, ["rl.estimator=gigpo"]), estimator=ESTIMATORS["gigpo"])
     trajs = two_turn_group()
-    rows = samples.compute_advantages(tr, trajs)
+    out = samples.estimate_advantages(tr, trajs)
+    samples.write_advantages(tr, trajs, out)
+    rows = samples.compute_advantages(tr, trajs, out)
+    assert rows == samples.compute_advantages(tr, trajs)  # estimated there when not given
     by_prompt = {tuple(r.prompt_ids): r for r in rows}
     assert len(rows) == 4
     for traj in trajs:

@@ -247,7 +247,7 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
     """samples.compute_advantages on hand-made HiPER turns: span tokens get the span's advantage,
     value targets fill both outputs (V_hi weighted on segment starts), unscorable rollouts no rows."""
     from turngym.core.records import Step, Trajectory
-    from turngym.trainers.samples import compute_advantages
+    from turngym.trainers.samples import compute_advantages, estimate_advantages, write_advantages
     from turngym.trainers.setup import build_trainer
     from turngym.trainers.spans import parse_spans
 
@@ -267,7 +267,10 @@ def test_hiper_rows_give_subgoal_and_switch_tokens_their_own_advantage(tmp_path)
         return Trajectory(env_id="x", task_id="t", seed=0, group_id="g", steps=steps, scorable=scorable)
 
     trajs = [rollout(["SWITCH", "KEEP", "SWITCH"], [0, 0, 1]), rollout(["KEEP", "SWITCH"], [0, 1], scorable=False)]
-    samples = compute_advantages(tr, trajs)
+    out = estimate_advantages(tr, trajs)
+    samples = compute_advantages(tr, trajs, out)
+    assert all(s.advantage is None for t in trajs for s in t.steps)  # rows only: the records stay
+    write_advantages(tr, trajs, out)
     assert len(samples) == 3 and all(s.advantage == 0 for s in trajs[1].steps)  # no rows, no credit
     # zero-init value head (V = 0), gamma 0.5, lam 1, segments [0, 1] and [2]: A_lo(t) = r_t, and
     # A_hi(segment 1) = delta_1 + gamma^2 * lam * A_hi(segment 2) = 0 + 0.25 * 1 on its first turn

@@ -7,8 +7,9 @@ One update (``one_update``):
 1. take ``tasks_per_update`` tasks from the shuffled train split, run ``group_size`` rollouts of
    each with identical starts (EnvPool);
 2. compute step advantages with the configured estimator (a pure function of the batch),
-   optionally reshaped by EMPG, write them into the records (``Step.advantage``) and build the
-   loss rows (``samples.compute_advantages``);
+   optionally reshaped by EMPG (``samples.estimate_advantages``), write them into the records
+   (``Step.advantage``, ``samples.write_advantages``) and build the loss rows
+   (``samples.compute_advantages``);
 3. optimise the token-level clipped policy gradient over the agent's completion tokens (plus KL
    to the reference and the value-head loss when configured), in minibatches with gradient
    accumulation over micro-batches (``update.rl_update``);
@@ -42,7 +43,7 @@ from turngym.trainers.config import TrainConfig, dump_yaml
 from turngym.trainers.distributed import barrier, init_distributed, world
 from turngym.trainers.metrics import MetricsWriter, plot_curves
 from turngym.trainers.rollout import attach_tokens, collect
-from turngym.trainers.samples import Sample, compute_advantages
+from turngym.trainers.samples import Sample, compute_advantages, estimate_advantages, write_advantages
 from turngym.trainers.setup import (
     Trainer,
     build_trainer,
@@ -54,8 +55,9 @@ from turngym.trainers.setup import (
 from turngym.trainers.update import rl_update, run_sft, score, sync_server
 
 # the building blocks, importable from here as before
-__all__ = ["Sample", "Trainer", "build_trainer", "compute_advantages", "evaluate", "learning_signal",
-           "make_optimizer", "one_update", "rl_update", "run_sft", "score", "summary_row", "train"]
+__all__ = ["Sample", "Trainer", "build_trainer", "compute_advantages", "estimate_advantages", "evaluate",
+           "learning_signal", "make_optimizer", "one_update", "rl_update", "run_sft", "score", "summary_row", "train",
+           "write_advantages"]
 
 
 # ----- the run -----------------------------------------------------------------------------
@@ -223,7 +225,9 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
     cfg = tr.cfg
     rank, size = world()
     t1 = time.perf_counter()
-    samples = compute_advantages(tr, trajectories)
+    advantages = estimate_advantages(tr, trajectories)
+    write_advantages(tr, trajectories, advantages)
+    samples = compute_advantages(tr, trajectories, advantages)
     t2 = time.perf_counter()
     losses = rl_update(tr, optimizer, samples)
     if tr.cfg.generation.server_sync == "vllm_lora":
@@ -274,7 +278,7 @@ def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | No
 
 def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
     """How much of an update can teach anything: groups whose members' returns differ, and
-    turns with a non-zero advantage (written by ``compute_advantages``)."""
+    turns with a non-zero advantage (written by ``write_advantages``)."""
     groups: dict[str, set] = {}
     for t in trajectories:
         if t.scorable:

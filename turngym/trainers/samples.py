@@ -7,13 +7,15 @@ completion token, loss mask, value targets).
     A_t     = empg.modulate(trajectories, out.step)  if rl.empg  else  out.step
     token k of turn t gets A_t, or out.spans[name][t] when it lies inside the reply's span ``name``
 
-Every step's ``Step.advantage`` is written (0 on unscorable trajectories); unscorable
-trajectories and steps without completion tokens (scripted turns) give no rows.
+Three steps, each doing one thing: ``estimate_advantages`` runs the estimator (and EMPG),
+``write_advantages`` writes every step's ``Step.advantage`` (0 on unscorable trajectories), and
+``compute_advantages`` builds the loss rows; unscorable trajectories and steps without completion
+tokens (scripted turns) give no rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -81,19 +83,36 @@ def step_values(tr: Trainer, trajectories: list[Trajectory]) -> list[np.ndarray]
     return out
 
 
-def compute_advantages(tr: Trainer, trajectories: list[Trajectory]) -> list[Sample]:
-    """Fill ``Step.advantage`` and build the loss rows of every step that has completion tokens."""
+def estimate_advantages(tr: Trainer, trajectories: list[Trajectory]) -> Advantages:
+    """The configured estimator's advantages of a batch (step ones reshaped by EMPG when
+    configured); the records are left as they are."""
     cfg = tr.cfg.rl
     est = tr.estimator
-
     batch = Batch(trajectories, values=step_values(tr, trajectories) if est.value_heads else None)
     out: Advantages = est.advantages(batch, **cfg.estimator_args)
-    step_adv = empg.modulate(trajectories, out.step, **cfg.empg_args) if cfg.empg else out.step
-    samples = []
-    for i, (t, adv) in enumerate(zip(trajectories, step_adv)):
-        t.metadata["estimator"] = est.name + ("+empg" if cfg.empg else "")
-        for j, (s, a) in enumerate(zip(t.steps, adv)):
+    if cfg.empg:
+        out = replace(out, step=empg.modulate(trajectories, out.step, **cfg.empg_args))
+    return out
+
+
+def write_advantages(tr: Trainer, trajectories: list[Trajectory], out: Advantages) -> None:
+    """Write each step's advantage into its record (``Step.advantage``, 0 on unscorable
+    trajectories) and the estimator's name into each trajectory's metadata."""
+    name = tr.estimator.name + ("+empg" if tr.cfg.rl.empg else "")
+    for t, adv in zip(trajectories, out.step):
+        t.metadata["estimator"] = name
+        for s, a in zip(t.steps, adv):
             s.advantage = float(a)
+
+
+def compute_advantages(tr: Trainer, trajectories: list[Trajectory], out: Advantages | None = None) -> list[Sample]:
+    """The loss rows of every scorable step that has completion tokens, from ``out`` (estimated
+    here when not given); the records are left as they are (``write_advantages`` writes them)."""
+    if out is None:
+        out = estimate_advantages(tr, trajectories)
+    samples = []
+    for i, (t, adv) in enumerate(zip(trajectories, out.step)):
+        for j, (s, a) in enumerate(zip(t.steps, adv)):
             if not t.scorable or not s.completion_ids:
                 continue  # explicit: no loss rows from a failed episode or a scripted turn
             old = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else []
