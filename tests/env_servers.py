@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
+from contract_env import CounterEnv
 
 TESTS = Path(__file__).resolve().parent
 
@@ -84,3 +85,27 @@ def env_server_process(*args: str):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+
+class StuckCounter(CounterEnv):
+    """Counter whose ``block`` action blocks in C for good: ``os.read`` on a pipe whose write end
+    the env keeps open, so no EOF comes and no Python-level exception can reach the call. Its
+    ``exit3`` action ends the process with ``os._exit(3)``: no exception, no cleanup."""
+
+    def _step(self, action):
+        if action.strip() == "block":
+            read_end, self.write_end = os.pipe()
+            os.read(read_end, 1)
+        if action.strip() == "exit3":
+            os._exit(3)
+        return super()._step(action)
+
+
+STUCK_COUNTER = "turngym-tests/StuckCounter-v0"
+
+
+def register_stuck_counter() -> None:
+    import turngym
+
+    turngym.register(STUCK_COUNTER, "env_servers:StuckCounter", max_episode_steps=20, family="tests")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-import weakref
 
 import faulty_env
 import gymnasium
@@ -13,7 +12,7 @@ import httpx
 import psutil
 import pytest
 from contract_env import CounterEnv
-from env_servers import env_server, env_server_process, free_port
+from env_servers import STUCK_COUNTER, env_server, env_server_process, free_port, register_stuck_counter
 from gymnasium.utils.env_checker import check_env
 
 import turngym
@@ -36,6 +35,7 @@ class SleepyCounter(CounterEnv):
 turngym.register("turngym-tests/SleepyCounter-v0", SleepyCounter, max_episode_steps=20, family="tests")
 faulty_env.register()
 FAULTY = "turngym-tests/Faulty-v0"
+register_stuck_counter()
 
 
 def test_session_lifecycle_over_http():
@@ -168,13 +168,12 @@ def test_idle_sessions_expire_and_their_envs_are_freed():
     with env_server(idle_timeout_s=0.3) as (url, store):
         client = EnvClient(url)
         sids = [client.create(COUNTER)["session_id"] for _ in range(5)]
-        envs = [weakref.ref(store.sessions[sid].env) for sid in sids]
+        processes = [store.sessions[sid].process.process for sid in sids]  # each env's own process
         deadline = time.monotonic() + 10
         while store.stats()["open_sessions"] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert store.stats()["open_sessions"] == 0 and store.stats()["expired"] == 5
-        gc.collect()
-        assert all(ref() is None for ref in envs)
+        assert not any(p.is_alive() for p in processes)
         # a RemoteEnv whose session expired opens a new one at reset
         env = RemoteEnv(url, COUNTER)
         time.sleep(1.0)
@@ -348,34 +347,57 @@ def test_system_exit_in_an_env_ends_only_its_episode():
             env.close()
 
 
+def test_an_env_that_exits_its_process_ends_only_its_episode():
+    """os._exit(3) inside env code: no exception to catch, the env's process is simply gone."""
+    with env_server() as (url, store):
+        stuck, counter = RemoteEnv(url, STUCK_COUNTER), RemoteEnv(url, COUNTER)
+        stuck.reset(seed=0)
+        counter.reset(seed=0)
+        counter.step("inc")
+        obs, reward, terminated, truncated, info = stuck.step("exit3")
+        assert truncated and info["scorable"] is False and "exited with code 3" in obs
+        assert counter.step("inc")[4]["turn"] == 2  # the other episode goes on where it was
+        health = client_health(url)
+        assert health["status"] == "ok" and health["env_errors"] == 1 and health["env_processes"] == 1
+        stuck.reset(seed=0)  # a fresh process behind the same session
+        assert stuck.step("inc")[4]["scorable"] is True
+        for env in (stuck, counter):
+            env.close()
+
+
 @pytest.mark.slow
-def test_hung_env_calls_cost_only_their_sessions():
-    """More hangs than workers: every new session still works, the idle reaper still runs, and
-    /health counts the hung calls (503 once more are stuck than there are workers)."""
-    with env_server(step_timeout_s=0.5, idle_timeout_s=0.5, workers=1) as (url, store):
-        client = EnvClient(url)
-        for _ in range(2):  # a pure-Python hang: its thread is stopped once written off
-            env = RemoteEnv(url, FAULTY)
+def test_hangs_in_c_are_killed_and_cost_only_their_sessions():
+    """Env calls blocked in C for good (os.read on a pipe nobody writes: no Python exception can
+    reach it) and a pure-Python hang, more of them than workers: each is killed at the step
+    timeout, only its session ends (unscorable), another session goes on mid-episode, and
+    /health counts the truth: nothing stuck, the timeouts, the live env processes."""
+    with env_server(step_timeout_s=1.0, workers=1) as (url, store):
+        other = RemoteEnv(url, COUNTER)
+        other.reset(seed=0)
+        other.step("inc")
+        for env_id, action in [(STUCK_COUNTER, "block"), (FAULTY, "hang"), (STUCK_COUNTER, "block")]:
+            env = RemoteEnv(url, env_id)
             env.reset(seed=0)
-            assert env.step("hang")[4]["done_reason"] == "server_error"
+            process = store.sessions[env.session_id].process.process
+            started = time.monotonic()
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert time.monotonic() - started < 5
+            assert truncated and info["scorable"] is False and "step_timeout_s" in obs
+            assert not process.is_alive()  # killed, not left blocked
+            assert env.session_id is None  # the server closed that session
             env.close()
-        assert wait_for(lambda: client_health(url)["hung_env_calls"] == 0)
-        for _ in range(2):  # hangs in C (time.sleep(3)): their threads stay until the sleep returns
-            env = RemoteEnv(url, "turngym-tests/SleepyCounter-v0")
-            env.reset(seed=0)
-            assert env.step("sleep")[4]["scorable"] is False
-            env.close()
+        assert other.step("inc")[4]["turn"] == 2
         health = httpx.get(f"{url}/health")
-        assert health.status_code == 503 and health.json()["hung_env_calls"] == 2
-        assert "hung" in health.json()["problems"][0]
-        env = RemoteEnv(url, COUNTER)  # yet a new session is served at once
-        env.reset(seed=0)
-        assert env.step("inc")[4]["scorable"] is True
-        idle = client.create(COUNTER)["session_id"]
-        assert wait_for(lambda: idle not in store.sessions)  # the reaper goes on
-        assert wait_for(lambda: httpx.get(f"{url}/health").status_code == 200)  # the sleeps returned
-        env.close()
-        client.close()
+        assert health.status_code == 200, health.json()
+        body = health.json()
+        assert body["stuck_env_processes"] == 0 and body["timed_out"] == 3 and body["env_processes"] == 1
+        assert body["running_env_calls"] == 0 and body["queued_env_calls"] == 0
+        fresh = RemoteEnv(url, STUCK_COUNTER)  # new sessions of the env that hung are served at once
+        fresh.reset(seed=0)
+        assert fresh.step("inc")[4]["scorable"] is True
+        for env in (fresh, other):
+            env.close()
+        assert store.stats()["env_processes"] == 0
 
 
 def client_health(url: str) -> dict:

@@ -14,14 +14,15 @@ A session is one env instance owned by one client. The API mirrors Gymnasium's:
     GET    /envs, /stats, /health, /openapi.json (the schema), /docs
     /openenv/{env_id}/...                 the same envs for OpenEnv clients (``turngym.integrations.openenv``)
 
-``info`` is the env's StepInfo, as JSON. Env calls run on worker threads (``EnvWorkers``), at
-most one at a time per session; different sessions run in parallel. Limits (``ServerLimits``):
-how many sessions may be open, how long one env call may take (past it the session is dropped
-and the answer says ``scorable: false``: a hung env must not pass for a reward of 0), how long a
-session may sit idle before it is closed, and the longest action. A hung call costs only its
-session: its thread is written off and replaced, so hangs never use up the workers. An env
-that raises (``SystemExit`` included) answers 500 with ``scorable: false`` and is rebuilt at the
-next reset. The caller's mistakes answer 4xx naming the field: a bad seed, options or split
+``info`` is the env's StepInfo, as JSON. Each session's env runs in a process of its own
+(``EnvProcess``), so env code, C code included, can be killed: a call past the step timeout
+kills that process, the session is closed and the answer says ``scorable: false`` (a hung env
+must not pass for a reward of 0). An env that raises (``SystemExit`` included) or exits
+(``os._exit``) answers 500 with ``scorable: false`` and is rebuilt at the next reset. Either
+way only that session pays. Server threads (``EnvWorkers``) only wait on those processes.
+Limits (``ServerLimits``): how many sessions may be open, how long one env call may take, how
+long a session may sit idle before it is closed, the longest action, and how many env calls
+run at once. The caller's mistakes answer 4xx naming the field: a bad seed, options or split
 400, a step before reset or after the episode ended 409. With ``token`` set, every route but
 /health needs ``Authorization: Bearer TOKEN``, or the token as a path prefix ``/token/TOKEN/...``
 (for clients that send no headers, such as OpenEnv's).
@@ -29,18 +30,18 @@ next reset. The caller's mistakes answer 4xx naming the field: a bad seed, optio
 
 # No ``from __future__ import annotations``: FastAPI reads the handlers' annotations at run time.
 import asyncio
-import ctypes
+import contextlib
 import hmac
-import queue
+import multiprocessing as mp
+import os
+import signal
 import threading
 import time
 import traceback
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-import gymnasium as gym
 
 import turngym
 
@@ -51,7 +52,7 @@ class ServerLimits:
     step_timeout_s: float = 60.0        # one reset/step/close call
     idle_timeout_s: float = 600.0       # a session untouched this long is closed
     max_action_chars: int = 100_000
-    workers: int = 32                   # threads running env calls
+    workers: int = 32                   # env calls running at once
 
     def __post_init__(self):
         for name in ("max_sessions", "max_action_chars", "workers"):
@@ -70,96 +71,252 @@ class SessionError(Exception):
         self.status, self.message, self.scorable = status, message, scorable
 
 
-# What an env may raise that must end its episode, not the server: SystemExit from env code
-# (sys.exit in a tool, say) would otherwise stop uvicorn. Not BaseException: the exception
-# that stops a written-off thread must get through.
-ENV_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
+# ----- one env, one process ----------------------------------------------------------------------
+class EnvRaised(Exception):
+    """The env raised inside its process. ``kind`` says how the server reads it; ``str()`` is the
+    exception's last traceback line (``SystemExit: 3``), ``message`` its own text."""
+
+    def __init__(self, kind: str, raised: tuple[str, str]):
+        super().__init__(raised[0])
+        self.kind = kind   # "value" (ValueError), "reset_needed", "not_implemented", "error" or "build"
+        self.message = raised[1]
 
 
-class WrittenOff(BaseException):
-    """Raised inside a thread whose env call was written off, to stop it (a BaseException, so an
-    env's own ``except Exception`` cannot swallow it)."""
+class EnvDied(Exception):
+    """The env's process ended (``os._exit``, a segfault, killed from outside)."""
+
+
+class EnvTimeout(Exception):
+    """The env call ran past its deadline; its process has been killed."""
+
+    def __init__(self, process: "EnvProcess"):
+        super().__init__("timed out")
+        self.process = process
+
+
+def _kind(error: BaseException) -> str:
+    import gymnasium as gym
+
+    if isinstance(error, gym.error.ResetNeeded):  # turngym.ResetNeeded is one
+        return "reset_needed"
+    if isinstance(error, NotImplementedError):
+        return "not_implemented"
+    return "value" if isinstance(error, ValueError) else "error"
+
+
+def _env_reset(env, seed, options):
+    return env.reset(seed=seed, options=options)
+
+
+def _env_step(env, action, expert):
+    if expert:
+        action = env.unwrapped.expert_action()
+    return (action, *env.step(action))
+
+
+def _env_describe(env, live):
+    env = env.unwrapped
+
+    def ask(name: str, default: Any = None) -> Any:  # every TurnEnv has these; other envs may not
+        method = getattr(env, name, None) if live or name == "instructions" else None
+        return method() if callable(method) else default
+
+    return {"turn": getattr(env, "turn", 0) if live else 0,
+            "task_id": (getattr(env, "task", None) or {}).get("task_id") if live else None,
+            "tools": ask("tools"), "admissible_actions": ask("admissible_actions"),
+            "instructions": ask("instructions", "")}
+
+
+def _env_task_ids(env, split):
+    env = env.unwrapped
+    return {"split": split or env.split, "task_ids": env.task_ids(split or env.split)}
+
+
+ENV_CALLS = {"reset": _env_reset, "step": _env_step, "describe": _env_describe, "task_ids": _env_task_ids}
+
+
+def _env_process_main(conn, env_registration: dict[str, Any], env_kwargs: dict[str, Any]) -> None:
+    """A session's process: build the env, then answer ``(name, args)`` requests until ``None``."""
+    if hasattr(os, "setpgrp"):
+        # its own process group: killing it also ends what the env started (a browser, say), and
+        # Ctrl-C at the server's terminal reaches the server only
+        os.setpgrp()
+    from turngym.core.registry import TAGS, make, register
+
+    def told(error: BaseException) -> tuple[str, str]:
+        return traceback.format_exception_only(type(error), error)[-1].strip(), str(error)
+
+    # an env may start processes of its own; a daemonic process may not (the server kills this
+    # one, daemon or not)
+    mp.current_process().daemon = False
+
+    env = None
+    try:
+        if env_registration["id"] not in TAGS:  # a registration made in the server (tests, --import)
+            register(**env_registration)
+        env = make(env_registration["id"], **env_kwargs)
+        conn.send(("ok", None))
+        while True:
+            try:
+                request = conn.recv()
+            except EOFError:  # the server is gone
+                break
+            if request is None:
+                break
+            name, args = request
+            try:
+                answer = ("ok", ENV_CALLS[name](env, *args))
+            except BaseException as e:  # noqa: BLE001 - SystemExit too: the server decides what it costs
+                answer = (_kind(e), told(e))
+            conn.send(answer)
+    except BaseException as e:  # noqa: BLE001 - the env could not be built
+        with contextlib.suppress(OSError):
+            conn.send(("build", told(e)))
+    finally:
+        if env is not None:
+            with contextlib.suppress(BaseException):
+                env.close()
+
+
+_START = threading.Lock()   # one process start at a time (multiprocessing's bookkeeping is not thread-safe)
+
+
+def _process_context():
+    """forkserver where there is one: a new session forks from a small process that has already
+    imported turngym (about 30 ms and 11 MB a Household session on the project's machine),
+    instead of importing it afresh as spawn does."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["turngym", __name__])  # no effect once the forkserver runs
+    return context
+
+
+class EnvProcess:
+    """One session's env in a process of its own: killable at a deadline whatever the env is
+    doing, and an env that exits takes only this process with it."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], timeout: float):
+        from turngym.core.registry import registration
+
+        context = _process_context()
+        self.conn, child = context.Pipe()
+        try:
+            with _START:
+                self.process = context.Process(target=_env_process_main, daemon=True, name="turngym-env-session",
+                                               args=(child, registration(env_id), env_kwargs))
+                self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
+        self._answer(timeout)
+
+    def call(self, name: str, *args, timeout: float) -> Any:
+        """Run ``ENV_CALLS[name](env, *args)`` in the process; EnvRaised, EnvDied or EnvTimeout."""
+        try:
+            self.conn.send((name, args))
+        except OSError:
+            raise self._died() from None
+        return self._answer(timeout)
+
+    def _answer(self, timeout: float) -> Any:
+        try:
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise EnvTimeout(self)
+            status, payload = self.conn.recv()
+        except (EOFError, OSError):
+            raise self._died() from None
+        if status != "ok":
+            raise EnvRaised(status, payload)
+        return payload
+
+    def _died(self) -> EnvDied:
+        self.process.join(timeout=1)
+        code = self.process.exitcode
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return EnvDied(f"the env's process {how}")
+
+    def stop(self) -> None:
+        """Ask the process to close its env and exit (``join`` or ``kill`` after)."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+
+    def join(self, timeout: float) -> bool:
+        self.process.join(timeout=timeout)
+        return not self.process.is_alive()
+
+    def kill(self) -> bool:
+        """SIGKILL the process (and its process group); whether it is gone a second later."""
+        if self.process.exitcode is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (AttributeError, ProcessLookupError, PermissionError):  # no group of its own (yet)
+                self.process.kill()
+        gone = self.join(timeout=1.0)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        return gone
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+
+def close_processes(processes: list[EnvProcess], timeout: float) -> list[EnvProcess]:
+    """Close envs together: ask each to exit, wait up to ``timeout`` for all, kill the rest.
+    Returns the processes still alive after SIGKILL (stuck in the kernel)."""
+    for p in processes:
+        p.stop()
+    deadline = time.monotonic() + timeout
+    stuck = []
+    for p in processes:
+        if not p.join(max(0.0, deadline - time.monotonic())) and not p.kill():
+            stuck.append(p)
+        else:
+            with contextlib.suppress(OSError):
+                p.conn.close()
+    return stuck
 
 
 class EnvWorkers:
-    """The threads that run env calls, ``size`` at a time.
-
-    A call past its deadline is written off (``write_off``): a fresh thread takes its place at
-    once, so hung calls never use up the workers, and the stuck thread is asked to stop by an
-    exception raised inside it. That ends a hang in Python code; a thread blocked inside C code
-    ends when that call returns, and ``hung()`` counts it until then.
-    """
+    """The threads that carry env calls to the session processes, ``size`` at a time. They never
+    run env code, so they cannot hang past a call's deadline."""
 
     def __init__(self, size: int):
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.running: dict[Future, threading.Thread] = {}
-        self.written_off: set[threading.Thread] = set()
-        self.threads: set[threading.Thread] = set()
-        for _ in range(size):
-            self._spawn()
-
-    def _spawn(self) -> None:
-        thread = threading.Thread(target=self._work, daemon=True, name="turngym-env-call")
-        self.threads.add(thread)
-        thread.start()
+        self.executor = ThreadPoolExecutor(size, thread_name_prefix="turngym-env-call")
+        self.lock = threading.Lock()
+        self.waiting: dict[int, float] = {}   # call -> when it was queued
+        self.running = 0
+        self.next_id = 0
 
     def submit(self, fn, *args) -> Future:
-        future: Future = Future()
-        self.jobs.put((future, fn, args))
-        return future
+        with self.lock:
+            self.next_id += 1
+            key = self.next_id
+            self.waiting[key] = time.monotonic()
 
-    def _work(self) -> None:
-        me = threading.current_thread()
-        try:
-            while (job := self.jobs.get()) is not None:
-                future, fn, args = job
-                if me in self.written_off:  # it finished just as it was written off: leave
-                    self.jobs.put(job)
-                    return
-                if not future.set_running_or_notify_cancel():
-                    continue  # timed out while queued
-                self.running[future] = me
-                try:
-                    result, error = fn(*args), None
-                except BaseException as e:  # noqa: BLE001 - whatever the env raised ends this call only
-                    result, error = None, e
-                self.running.pop(future, None)
-                if me in self.written_off:
-                    return
-                if error is None:
-                    future.set_result(result)
-                elif isinstance(error, Exception):
-                    future.set_exception(error)
-                else:
-                    future.set_exception(RuntimeError(f"{type(error).__name__}: {error}"))
-        except BaseException:  # noqa: BLE001 - WrittenOff landing between calls: this thread is done
-            pass
-        finally:
-            self.threads.discard(me)
+        def run():
+            with self.lock:
+                self.waiting.pop(key, None)
+                self.running += 1
+            try:
+                return fn(*args)
+            finally:
+                with self.lock:
+                    self.running -= 1
 
-    def write_off(self, future: Future) -> None:
-        """Give up on ``future``'s call: cancel it if it has not started, else replace its thread."""
-        thread = self.running.get(future)
-        if thread is None:
-            future.cancel()
-            return
-        self.written_off.add(thread)
-        self._spawn()
-        if self.running.get(future) is thread:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(WrittenOff))
+        return self.executor.submit(run)
 
-    def hung(self) -> int:
-        """Threads written off whose call has not returned yet."""
-        self.written_off = {t for t in self.written_off if t.is_alive()}
-        return len(self.written_off)
-
-    def status(self) -> dict[str, int]:
-        return {"hung_env_calls": self.hung(), "busy_workers": len(self.running) - len(self.written_off),
-                "queued_env_calls": self.jobs.qsize()}
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            oldest = min(self.waiting.values(), default=None)
+            return {"running_env_calls": self.running, "queued_env_calls": len(self.waiting),
+                    "longest_queue_wait_s": round(time.monotonic() - oldest, 3) if oldest is not None else 0.0}
 
     def shutdown(self) -> None:
-        for _ in range(len(self.threads)):
-            self.jobs.put(None)
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass
@@ -167,7 +324,7 @@ class _Session:
     id: str
     env_id: str
     env_kwargs: dict[str, Any]
-    env: Any = None
+    process: EnvProcess | None = None   # None: no env yet (built at the next reset)
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
     needs_reset: bool = True
@@ -183,6 +340,7 @@ class SessionStore:
         self.env_ids = set(env_ids) if env_ids else None   # None: every registered env
         self.sessions: dict[str, _Session] = {}
         self.guard = threading.Lock()
+        self.stuck: list[EnvProcess] = []   # killed, yet alive (in the kernel): counted by /health
         self.counts = {"created": 0, "closed": 0, "expired": 0, "timed_out": 0, "env_errors": 0, "steps": 0}
 
     # ----- lifecycle ---------------------------------------------------------------------------
@@ -204,13 +362,28 @@ class SessionStore:
             session = _Session(uuid.uuid4().hex, env_id, dict(env_kwargs or {}))
             self.sessions[session.id] = session
             self.counts["created"] += 1
-        try:
-            with session.lock:
-                session.env = turngym.make(env_id, **session.env_kwargs)
-        except ENV_FAILURES as e:
-            self._drop(session.id)
-            raise SessionError(400, f"env_kwargs: cannot build {env_id}: {type(e).__name__}: {e}") from None
+        with session.lock:
+            self._build(session, while_doing="building the env")
         return {"session_id": session.id, "env_id": env_id, "max_episode_steps": env_spec.max_episode_steps}
+
+    def _build(self, session: _Session, while_doing: str) -> None:
+        """Start the session's env process; a build the env refuses is the caller's env_kwargs."""
+        try:
+            session.process = EnvProcess(session.env_id, session.env_kwargs, self.limits.step_timeout_s)
+        except EnvRaised as e:
+            self._drop(session.id)
+            raise SessionError(400, f"env_kwargs: cannot build {session.env_id}: {e}") from None
+        except EnvTimeout as e:
+            self._timed_out(session, while_doing, e.process)
+        except EnvDied as e:
+            self._drop(session.id)
+            self.counts["env_errors"] += 1
+            raise SessionError(500, f"env error (the episode is unscorable): {e} while {while_doing}",
+                               scorable=False) from None
+        except Exception as e:  # noqa: BLE001 - e.g. an entry point that cannot be pickled
+            self._drop(session.id)
+            raise SessionError(400, f"env_id: cannot start a process for {session.env_id}: "
+                                    f"{type(e).__name__}: {e}") from None
 
     def get(self, session_id: str) -> _Session:
         session = self.sessions.get(session_id)
@@ -219,12 +392,23 @@ class SessionStore:
         session.last_used = time.monotonic()
         return session
 
+    @contextlib.contextmanager
+    def _held(self, session: _Session):
+        """The session's lock: one env call at a time per session; a second waits its turn, up to
+        the step timeout."""
+        if not session.lock.acquire(timeout=self.limits.step_timeout_s):
+            raise SessionError(409, f"session_id: {session.id!r} is busy with another call; send one at a time")
+        try:
+            yield
+        finally:
+            session.lock.release()
+
     def close(self, session_id: str) -> dict[str, Any]:
         session = self._drop(session_id)
         if session is None:
             raise SessionError(404, f"session_id: no open session {session_id!r} (closed or expired)")
-        with session.lock:
-            _close_env(session)
+        with self._held(session):
+            self._close_env(session)
         return {"closed": session_id}
 
     def _drop(self, session_id: str) -> _Session | None:
@@ -233,14 +417,6 @@ class SessionStore:
             if session is not None:
                 self.counts["closed"] += 1
         return session
-
-    def abandon(self, session_id: str, reason: str) -> None:
-        """Drop a session whose env call hung; close its env on a side thread (it may hang too)."""
-        session = self._drop(session_id)
-        self.counts["timed_out"] += 1
-        if session is not None:
-            threading.Thread(target=_close_env, args=(session,), daemon=True,
-                             name=f"turngym-abandon-{session_id[:8]}").start()
 
     def expire_idle(self, now: float | None = None) -> int:
         now = time.monotonic() if now is None else now
@@ -251,37 +427,88 @@ class SessionStore:
                 del self.sessions[s.id]
             self.counts["expired"] += len(idle)
             self.counts["closed"] += len(idle)
-        for s in idle:
-            with s.lock:
-                _close_env(s)
+        self._close_envs(idle)
         return len(idle)
 
     def close_all(self) -> None:
-        for session_id in list(self.sessions):
-            try:
-                self.close(session_id)
-            except SessionError:
-                pass
+        with self.guard:
+            sessions = list(self.sessions.values())
+            self.sessions.clear()
+            self.counts["closed"] += len(sessions)
+        self._close_envs(sessions)
+
+    def _close_envs(self, sessions: list[_Session]) -> None:
+        processes = [s.process for s in sessions if s.process is not None]
+        for s in sessions:
+            s.process, s.needs_reset = None, True
+        self.stuck.extend(close_processes(processes, self._close_timeout()))
+
+    def _close_timeout(self) -> float:
+        return min(self.limits.step_timeout_s, 5.0)   # an env whose close hangs is killed after this
+
+    def _close_env(self, session: _Session) -> None:
+        self._close_envs([session])
 
     def stats(self) -> dict[str, Any]:
-        return {"open_sessions": len(self.sessions), **self.counts, "limits": self.limits.__dict__}
+        return {"open_sessions": len(self.sessions), **self.counts, "env_processes": self.live_processes(),
+                "limits": self.limits.__dict__}
+
+    def live_processes(self) -> int:
+        return sum(1 for s in list(self.sessions.values()) if s.process is not None and s.process.alive())
+
+    def stuck_processes(self) -> int:
+        """Env processes that outlived SIGKILL (blocked in the kernel); they hold memory, not workers."""
+        self.stuck = [p for p in self.stuck if p.alive()]
+        return len(self.stuck)
 
     # ----- the env calls ---------------------------------------------------------------------------
+    def _env_call(self, session: _Session, name: str, *args) -> Any:
+        """One call into the session's env under the step timeout. A hang kills the process and
+        closes the session (504); an env that raised or exited is thrown away (500). Both say the
+        episode is unscorable. EnvRaised of a kind the caller can own is passed on."""
+        try:
+            return session.process.call(name, *args, timeout=self.limits.step_timeout_s)
+        except EnvTimeout as e:
+            self._timed_out(session, name, e.process)
+        except EnvDied as e:
+            self._env_failed(session, str(e))
+        except EnvRaised as e:
+            if e.kind == "error":
+                self._env_failed(session, str(e))
+            raise
+
+    def _timed_out(self, session: _Session, doing: str, process: EnvProcess):
+        if process.alive():  # killed a second ago, yet not gone
+            self.stuck.append(process)
+        session.process, session.needs_reset = None, True
+        self._drop(session.id)
+        self.counts["timed_out"] += 1
+        raise SessionError(504, f"step_timeout_s: the env's {doing} took more than {self.limits.step_timeout_s:g} s; "
+                                "its process was killed, the session closed, and its episode is unscorable",
+                           scorable=False)
+
+    def _env_failed(self, session: _Session, detail: str):
+        """The env raised or its process died: throw it away (rebuilt at the next reset) and say
+        the episode is unscorable."""
+        self.counts["env_errors"] += 1
+        self._close_env(session)
+        raise SessionError(500, f"env error (the episode is unscorable): {detail}", scorable=False)
+
     def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise SessionError(400, f"seed: must be an integer >= 0 or null, got {seed!r}")
         if options is not None and not isinstance(options, dict):
             raise SessionError(400, f"options: must be an object or null, got {type(options).__name__}")
         session = self.get(session_id)
-        with session.lock:
+        with self._held(session):
+            if session.process is None:  # rebuilt after a crash
+                self._build(session, while_doing="rebuilding the env")
             try:
-                if session.env is None:  # rebuilt after a crash
-                    session.env = turngym.make(session.env_id, **session.env_kwargs)
-                obs, info = session.env.reset(seed=seed, options=options)
-            except ValueError as e:  # bad options: the caller's mistake, the env is fine
-                raise SessionError(400, _naming("options", e)) from None
-            except ENV_FAILURES:
-                self._env_failed(session)
+                obs, info = self._env_call(session, "reset", seed, options)
+            except EnvRaised as e:
+                if e.kind == "value":  # bad options: the caller's mistake; the env is fine
+                    raise SessionError(400, _naming("options", e.message)) from None
+                self._env_failed(session, str(e))
             session.needs_reset, session.over, session.steps = False, None, 0
             return {"observation": obs, "info": info}
 
@@ -292,22 +519,20 @@ class SessionStore:
         if not expert and len(action) > self.limits.max_action_chars:
             raise SessionError(413, f"action: {len(action)} characters, more than max_action_chars="
                                     f"{self.limits.max_action_chars}")
-        with session.lock:
+        with self._held(session):
             if session.needs_reset:
                 raise SessionError(409, "reset needed: call reset before step (or after an env error)")
             if session.over:
                 raise SessionError(409, f"episode over: {session.over}; call reset to start a new one")
             try:
-                if expert:
-                    action = session.env.unwrapped.expert_action()
-                obs, reward, terminated, truncated, info = session.env.step(action)
-            except NotImplementedError as e:
-                raise SessionError(400, f"expert: {e}") from None
-            except gym.error.ResetNeeded as e:  # the env itself refuses (turngym.ResetNeeded is one)
-                session.over = str(e)
-                raise SessionError(409, f"episode over: {e}") from None
-            except ENV_FAILURES:
-                self._env_failed(session)
+                action, obs, reward, terminated, truncated, info = self._env_call(session, "step", action, expert)
+            except EnvRaised as e:
+                if e.kind == "reset_needed":  # the env itself refuses
+                    session.over = e.message
+                    raise SessionError(409, f"episode over: {e.message}") from None
+                if e.kind == "not_implemented":
+                    raise SessionError(400, f"expert: {e.message}") from None
+                self._env_failed(session, str(e))  # a ValueError from step: the env's fault
             session.steps += 1
             self.counts["steps"] += 1
             if terminated or truncated:
@@ -321,61 +546,33 @@ class SessionStore:
 
     def describe(self, session_id: str) -> dict[str, Any]:
         session = self.get(session_id)
-        with session.lock:
-            env = session.env.unwrapped if session.env is not None else None
-            live = env is not None and not session.needs_reset
-
-            def ask(name: str, default: Any = None) -> Any:  # every TurnEnv has these; other envs may not
-                method = getattr(env, name, None) if live or name == "instructions" else None
-                return method() if callable(method) else default
-
+        with self._held(session):
+            head = {"session_id": session.id, "env_id": session.env_id, "needs_reset": session.needs_reset,
+                    "episode_over": session.over is not None}
+            if session.process is None:
+                return {**head, "turn": 0, "task_id": None, "tools": None, "admissible_actions": None,
+                        "instructions": ""}
             try:
-                return {"session_id": session.id, "env_id": session.env_id, "needs_reset": session.needs_reset,
-                        "episode_over": session.over is not None,
-                        "turn": getattr(env, "turn", 0) if live else 0,
-                        "task_id": (getattr(env, "task", None) or {}).get("task_id") if live else None,
-                        "tools": ask("tools"), "admissible_actions": ask("admissible_actions"),
-                        "instructions": ask("instructions", "") if env is not None else ""}
-            except ENV_FAILURES:
-                self._env_failed(session)
+                return {**head, **self._env_call(session, "describe", not session.needs_reset)}
+            except EnvRaised as e:
+                self._env_failed(session, str(e))
 
     def task_ids(self, session_id: str, split: str | None = None) -> dict[str, Any]:
         session = self.get(session_id)
-        with session.lock:
+        with self._held(session):
+            if session.process is None:
+                self._build(session, while_doing="rebuilding the env")
             try:
-                if session.env is None:
-                    session.env = turngym.make(session.env_id, **session.env_kwargs)
-                env = session.env.unwrapped
-                return {"split": split or env.split, "task_ids": env.task_ids(split or env.split)}
-            except ValueError as e:  # an unknown split: the caller's mistake
-                raise SessionError(400, _naming("split", e)) from None
-            except ENV_FAILURES:
-                self._env_failed(session)
-
-    def _env_failed(self, session: _Session):
-        """The env raised: throw it away (rebuilt at the next reset) and say the episode is unscorable."""
-        detail = traceback.format_exc(limit=6)
-        self.counts["env_errors"] += 1
-        _close_env(session)
-        session.needs_reset = True
-        raise SessionError(500, f"env error (the episode is unscorable): {detail.strip().splitlines()[-1]}",
-                           scorable=False)
+                return self._env_call(session, "task_ids", split)
+            except EnvRaised as e:  # an unknown split (a ValueError): the caller's mistake
+                if e.kind == "value":
+                    raise SessionError(400, _naming("split", e.message)) from None
+                self._env_failed(session, str(e))
 
 
-def _naming(field_name: str, error: Exception) -> str:
-    """``error``'s message, starting with the field it is about."""
-    message = str(error)
+def _naming(field_name: str, message: str) -> str:
+    """``message``, starting with the field it is about."""
     return message if message.startswith(field_name) else f"{field_name}: {message}"
-
-
-def _close_env(session: _Session) -> None:
-    env, session.env = session.env, None
-    session.needs_reset = True
-    if env is not None:
-        try:
-            env.close()
-        except ENV_FAILURES:
-            pass
 
 
 # ----- the HTTP layer --------------------------------------------------------------------------------
@@ -431,19 +628,11 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
     reaper_period = max(0.05, min(limits.idle_timeout_s / 4, 5.0))
     reaper_ran = [time.monotonic()]   # when the idle reaper last finished a pass
 
-    async def call(session_id: str | None, fn, *args) -> Any:
-        """Run one env call on the workers under the step timeout. A call past it costs only its
-        session (dropped, episode unscorable) and its thread (written off, replaced)."""
-        future = workers.submit(fn, *args)
+    async def call(fn, *args) -> Any:
+        """Run one store call on the workers. It cannot outlive the step timeout by much: the env
+        runs in its own process, killed at the deadline (the store answers 504 then)."""
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout=limits.step_timeout_s)
-        except TimeoutError:
-            workers.write_off(future)
-            if session_id is not None:
-                store.abandon(session_id, "timeout")
-            raise SessionError(504, f"step_timeout_s: the env call took more than {limits.step_timeout_s:g} s; "
-                                    "the session was closed and its episode is unscorable",
-                               scorable=False) from None
+            return await asyncio.wrap_future(workers.submit(fn, *args))
         except SessionError:
             raise
         except Exception as e:  # a server bug: still one JSON line, never a dropped connection
@@ -452,10 +641,10 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
     async def reaper():
         while True:
             await asyncio.sleep(reaper_period)
-            try:
-                await call(None, store.expire_idle)
-            except SessionError:
-                pass  # an env whose close hung: written off; the next pass goes on
+            try:  # on a thread of its own: busy workers must not stall it
+                await asyncio.to_thread(store.expire_idle)
+            except Exception:  # noqa: BLE001 - the next pass goes on
+                pass
             reaper_ran[0] = time.monotonic()
 
     @asynccontextmanager
@@ -465,9 +654,7 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
             yield
         finally:
             task.cancel()
-            closing = threading.Thread(target=store.close_all, daemon=True, name="turngym-close-all")
-            closing.start()
-            closing.join(timeout=min(limits.step_timeout_s, 10.0))  # an env that hangs in close is left
+            await asyncio.to_thread(store.close_all)   # bounded: a few seconds to close, then killed
             workers.shutdown()
 
     app = FastAPI(title="turngym serve-env", version=turngym.__version__, lifespan=lifespan,
@@ -507,22 +694,22 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
         if kind == "create":
             if not op.env_id:
                 raise SessionError(400, "env_id: required for op 'create'")
-            return await call(None, store.create, op.env_id, op.env_kwargs)
+            return await call(store.create, op.env_id, op.env_kwargs)
         if kind not in ("reset", "step", "expert_step", "close", "describe"):
             raise SessionError(400, f"op: {kind!r} is not one of create, reset, step, expert_step, close, describe")
         if not sid:
             raise SessionError(400, f"session_id: required for op {kind!r}")
         if kind == "reset":
-            return await call(sid, store.reset, sid, op.seed, op.options)
+            return await call(store.reset, sid, op.seed, op.options)
         if kind == "step":
             if op.action is None:
                 raise SessionError(400, "action: required for op 'step'")
-            return await call(sid, store.step, sid, op.action)
+            return await call(store.step, sid, op.action)
         if kind == "expert_step":
-            return await call(sid, store.step, sid, "", True)
+            return await call(store.step, sid, "", True)
         if kind == "close":
-            return await call(sid, store.close, sid)
-        return await call(sid, store.describe, sid)
+            return await call(store.close, sid)
+        return await call(store.describe, sid)
 
     @app.exception_handler(SessionError)
     async def session_error(request: Request, exc: SessionError):
@@ -537,18 +724,23 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
 
     @app.get("/health")
     async def health():
-        """200 while the server can serve; 503 naming what is wrong (the idle reaper stalled, or
-        more env calls hung than there are workers: threads that cannot be stopped pile up)."""
+        """200 while the server serves; 503 naming what is wrong: the idle reaper stalled, or env
+        calls wait longer than the step timeout for a worker (all ``workers`` busy). Always
+        counted: live env processes, env calls running and queued, and env processes that
+        outlived SIGKILL (stuck in the kernel: they hold memory, not workers)."""
         status = workers.status()
         problems = []
         since = time.monotonic() - reaper_ran[0]
         if since > 3 * reaper_period + limits.step_timeout_s:
             problems.append(f"the idle reaper has not run for {since:.0f} s")
-        if status["hung_env_calls"] > limits.workers:
-            problems.append(f"{status['hung_env_calls']} env calls are hung (more than workers={limits.workers}); "
-                            "restart the server to free their threads")
+        if status["longest_queue_wait_s"] > limits.step_timeout_s:
+            problems.append(f"env calls have waited {status['longest_queue_wait_s']:.0f} s for a worker: all "
+                            f"workers={limits.workers} are busy")
         body = {"status": "degraded" if problems else "ok", "problems": problems,
-                "open_sessions": len(store.sessions), **status, "reaper_last_run_s": round(since, 3)}
+                "open_sessions": len(store.sessions), "env_processes": store.live_processes(),
+                "stuck_env_processes": store.stuck_processes(), **status,
+                "timed_out": store.counts["timed_out"], "env_errors": store.counts["env_errors"],
+                "reaper_last_run_s": round(since, 3)}
         return JSONResponse(body, status_code=503 if problems else 200)
 
     @app.get("/envs")
@@ -562,31 +754,31 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
 
     @app.post("/sessions", status_code=201)
     async def create(req: CreateRequest):
-        return await call(None, store.create, req.env_id, req.env_kwargs)
+        return await call(store.create, req.env_id, req.env_kwargs)
 
     @app.post("/sessions/{session_id}/reset")
     async def reset(session_id: str, req: ResetRequest):
-        return await call(session_id, store.reset, session_id, req.seed, req.options)
+        return await call(store.reset, session_id, req.seed, req.options)
 
     @app.post("/sessions/{session_id}/step")
     async def step(session_id: str, req: StepRequest):
-        return await call(session_id, store.step, session_id, req.action)
+        return await call(store.step, session_id, req.action)
 
     @app.post("/sessions/{session_id}/expert_step")
     async def expert_step(session_id: str):
-        return await call(session_id, store.step, session_id, "", True)
+        return await call(store.step, session_id, "", True)
 
     @app.get("/sessions/{session_id}")
     async def describe(session_id: str):
-        return await call(session_id, store.describe, session_id)
+        return await call(store.describe, session_id)
 
     @app.get("/sessions/{session_id}/task_ids")
     async def task_ids(session_id: str, split: str | None = None):
-        return await call(session_id, store.task_ids, session_id, split)
+        return await call(store.task_ids, session_id, split)
 
     @app.delete("/sessions/{session_id}")
     async def close(session_id: str):
-        return await call(session_id, store.close, session_id)
+        return await call(store.close, session_id)
 
     @app.post("/batch")
     async def batch(req: BatchRequest):
@@ -627,7 +819,7 @@ def add_arguments(p) -> None:
     p.add_argument("--step-timeout", type=float, default=60.0, help="seconds one reset/step may take")
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
     p.add_argument("--max-action-chars", type=int, default=100_000)
-    p.add_argument("--workers", type=int, default=32, help="threads running env calls")
+    p.add_argument("--workers", type=int, default=32, help="env calls running at once (each session's env has a process of its own)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE[:FUNCTION]",
                    help="import a module that registers envs (and call FUNCTION from it), repeatable")
     p.add_argument("--log-level", default="warning", help="uvicorn log level")

@@ -119,12 +119,12 @@ def add_routes(app, store, call) -> None:
         try:
             body = await _json_body(request)
             seed, options = reset_arguments(body)
-            sid = (await call(None, store.create, env_id, {}))["session_id"]
+            sid = (await call(store.create, env_id, {}))["session_id"]
             try:
-                out = await call(sid, store.reset, sid, seed, options)
+                out = await call(store.reset, sid, seed, options)
             finally:
                 if sid in store.sessions:
-                    await call(sid, store.close, sid)
+                    await call(store.close, sid)
         except SessionError as e:
             return refuse(e)
         return answer(out["observation"], None, False, False, out["info"])
@@ -168,7 +168,7 @@ def add_routes(app, store, call) -> None:
             pass
         finally:
             if episode.session_id in store.sessions:  # shielded: a cancelled handler still frees it
-                closing = asyncio.ensure_future(call(episode.session_id, store.close, episode.session_id))
+                closing = asyncio.ensure_future(call(store.close, episode.session_id))
                 try:
                     await asyncio.shield(closing)
                 except (SessionError, asyncio.CancelledError):
@@ -191,9 +191,9 @@ class _Episode:
 
         seed, options = reset_arguments(data)
         if self.session_id is None or self.session_id not in store.sessions:  # first, or expired / timed out
-            self.session_id = (await call(None, store.create, self.env_id, {}))["session_id"]
+            self.session_id = (await call(store.create, self.env_id, {}))["session_id"]
         try:
-            out = await call(self.session_id, store.reset, self.session_id, seed, options)
+            out = await call(store.reset, self.session_id, seed, options)
         except SessionError as e:
             if e.status >= 500:
                 self.session_id = None if e.status == 504 else self.session_id
@@ -213,7 +213,7 @@ class _Episode:
         if self.session_id is None:
             raise SessionError(409, "reset needed: send reset before step")
         try:
-            out = await call(self.session_id, store.step, self.session_id, action)
+            out = await call(store.step, self.session_id, action)
         except SessionError as e:
             if e.status == 413:  # too long: an invalid action, nothing changed
                 return {"type": "observation", "data": self._invalid(e.message)}
