@@ -71,6 +71,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.loop import learn
     from turngym.trainers.rollout import collect
     from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
+    from turngym.trainers.state import RunState
 
     real, real_order, real_slack = decoding.distinct_rows, update_module.prompt_clustered_order, decoding.PAD_SLACK
     if name == "before":
@@ -81,12 +82,13 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         cfg = load_config(None, overrides)
         tr = build_trainer(cfg, log=lambda _: None)
         optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
-        tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0)
+        tr.state = RunState()
         last = ckpt.latest_checkpoint(Path(args.sft))
         if last is None:
             raise SystemExit(f"--sft: no checkpoint under {args.sft}/checkpoints (see this script's docstring)")
         state = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
-        tr.state.update({k: state[k] for k in ("task_order", "task_cursor") if k in state})
+        saved = RunState.from_dict(state)
+        tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
         optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
         env_kwargs = dict(cfg.env.kwargs)
         train_ids = run_task_ids(cfg)[0]
@@ -96,7 +98,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         rows = []
         try:
             for update in range(1, args.updates + 1):
-                tr.state["update"] = update
+                tr.state.update = update
                 tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
                 tr.policy.reset_history()
                 counter["tokens"] = counter["slots"] = 0

@@ -554,3 +554,17 @@ def test_retokenized_replies_end_with_eos_only_where_they_ended():
     assert steps[0].completion_ids[-1] == tokenizer.eos_token_id
     assert steps[1].completion_ids[-1] != tokenizer.eos_token_id
     assert steps[1].completion_ids == policy.encode_text("go north and then")
+
+
+def test_run_state_reads_and_writes_the_state_json_of_before():
+    """``RunState`` is state.json key for key and in the same order as the dict it replaced, and
+    a checkpoint written before a key existed resumes with the fresh run's value for it."""
+    from turngym.trainers.state import RunState
+
+    before = {"update": 3, "env_steps": 40, "episodes": 12, "task_order": ["b", "a"], "task_cursor": 1,
+              "phase": "rl", "start_row": None}
+    state = RunState.from_dict(before)
+    assert json.dumps(state.to_dict()) == json.dumps(before)
+    assert RunState.from_dict({"update": 2, "env_steps": 9, "episodes": 4}) == RunState(update=2, env_steps=9,
+                                                                                      episodes=4)
+    assert state["update"] == state.get("update") == 3 and state.get("nothing", 7) == 7  # the dict form's reads

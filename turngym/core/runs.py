@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from turngym.core.policy import Policy
 from turngym.core.records import Trajectory, reply_text
+
+if TYPE_CHECKING:  # the pool imports the records, and this module's readers need no pool
+    from turngym.core.pool import EnvPool
 
 #: the tagged parts of a reply that ``Step.spans`` can hold
 SPAN_NAMES = ("think", "switch", "subgoal", "action")
@@ -92,8 +96,8 @@ def parse_spans(text: str) -> dict[str, list[int]]:
     return spans
 
 
-def collect(pool, policy, task_ids: list[str], group_size: int, seed: int, max_turns: int,
-            on_trajectory=None, bar=None) -> list[Trajectory]:
+def collect(pool: EnvPool, policy: Policy, task_ids: list[str], group_size: int, seed: int, max_turns: int,
+            on_trajectory: Callable[[Trajectory], None] | None = None, bar: Any = None) -> list[Trajectory]:
     """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
     if bar is not None:
         done = on_trajectory

@@ -76,7 +76,7 @@ class AsyncRollouts:
         self.tasks: dict[int, list[str]] = {}
         self.stopping = False
         self.jobs: queue.Queue[int | None] = queue.Queue()
-        done = tr.state["update"]
+        done = tr.state.update
         self.submitted = done
         saved = torch.load(checkpoint / LAG_FILE, map_location="cpu", weights_only=False) \
             if checkpoint is not None and (checkpoint / LAG_FILE).exists() else {}

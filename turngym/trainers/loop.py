@@ -30,10 +30,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.optim import Optimizer
 
 from turngym.core.records import Trajectory, write_jsonl
 from turngym.core.runs import read_metrics, summary_row
@@ -52,7 +53,12 @@ from turngym.trainers.setup import (
     progress,
     run_task_ids,
 )
+from turngym.trainers.state import RunState
 from turngym.trainers.update import rl_update, run_sft, score, sync_server
+
+if TYPE_CHECKING:  # both are imported where they are first needed
+    from turngym.core.pool import EnvPool
+    from turngym.trainers.async_rollouts import AsyncRollouts
 
 # the building blocks, importable from here as before
 __all__ = ["Sample", "Trainer", "build_trainer", "compute_advantages", "estimate_advantages", "evaluate",
@@ -87,15 +93,14 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         raise ValueError("rl.max_lag: asynchronous rollouts need in-process generation in one process; "
                          "use rl.max_lag=0")
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
-    tr.state.update(update=0, env_steps=0, episodes=0, task_order=None, task_cursor=0, phase="start",
-                    start_row=None)
+    tr.state = RunState()
     last = ckpt.latest_checkpoint(run_dir) if cfg.resume else None
     if last is not None:
-        tr.state.update(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
-        log(f"resumed from {last} (update {tr.state['update']})")
+        tr.state = RunState.from_dict(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
+        log(f"resumed from {last} (update {tr.state.update})")
     barrier()  # nobody writes a checkpoint before everyone has read theirs
     metrics = MetricsWriter(run_dir, tensorboard=cfg.tensorboard,
-                            keep_until_update=tr.state["update"] if last is not None else -1) \
+                            keep_until_update=tr.state.update if last is not None else -1) \
         if main else _NoMetrics()
     env_kwargs = dict(cfg.env.kwargs)
     train_ids, eval_ids = run_task_ids(cfg)
@@ -103,20 +108,20 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                    ray_address=cfg.env.ray_address)
     source = None  # the rollout worker, with rl.max_lag >= 1
     try:
-        if tr.state["phase"] in ("start", "sft_done"):
+        if tr.state.phase in ("start", "sft_done"):
             metrics.write(before_rl(tr, pool, optimizer, train_ids, eval_ids))
-            tr.state.update(phase="rl", start_row=None)
+            tr.state.phase, tr.state.start_row = "rl", None
             if cfg.checkpoint_every and main:
                 save(tr, optimizer, 0)
-        bar = progress(tr, total=cfg.rl.updates, desc="rl", initial=tr.state["update"])
-        if cfg.rl.max_lag > 0 and tr.state["update"] < cfg.rl.updates:
+        bar = progress(tr, total=cfg.rl.updates, desc="rl", initial=tr.state.update)
+        if cfg.rl.max_lag > 0 and tr.state.update < cfg.rl.updates:
             from turngym.trainers.async_rollouts import AsyncRollouts
 
             source = AsyncRollouts(tr, train_ids, last)
-        while tr.state["update"] < cfg.rl.updates:
-            if stop_after is not None and tr.state["update"] >= stop_after:
+        while tr.state.update < cfg.rl.updates:
+            if stop_after is not None and tr.state.update >= stop_after:
                 break
-            update = tr.state["update"] + 1
+            update = tr.state.update + 1
             if source is None:
                 row = one_update(tr, pool, optimizer, train_ids, update)
             else:
@@ -136,7 +141,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                         torch.manual_seed(seed_for(cfg.seed, update, 1))
                         row.update(evaluate(tr, pool, eval_ids, update, episodes=episodes),
                                    **{"time/eval": time.perf_counter() - t0})
-            tr.state["update"] = update
+            tr.state.update = update
             metrics.write(row)
             bar.update(1)
             bar.set_postfix(success=f"{row.get('train/success_rate', 0):.2f}",
@@ -157,12 +162,13 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     return tr
 
 
-def before_rl(tr: Trainer, pool, optimizer, train_ids: list[str], eval_ids: list[str]) -> dict[str, Any]:
+def before_rl(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[str],
+              eval_ids: list[str]) -> dict[str, Any]:
     """Update 0's row: zero-shot evaluation, SFT, evaluation after SFT (each when configured).
     A run resumed after SFT (phase ``sft_done``) starts from the saved row, past SFT."""
     cfg, log, main = tr.cfg, tr.log, world()[0] == 0
-    row: dict[str, Any] = dict(tr.state.get("start_row") or {"update": 0, "env_steps": 0, "episodes": 0})
-    if tr.state["phase"] == "start":
+    row: dict[str, Any] = dict(tr.state.start_row or {"update": 0, "env_steps": 0, "episodes": 0})
+    if tr.state.phase == "start":
         if cfg.eval.at_start and (cfg.eval.zero_shot or cfg.sft.episodes == 0) and main:
             # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
             log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
@@ -181,7 +187,7 @@ def before_rl(tr: Trainer, pool, optimizer, train_ids: list[str], eval_ids: list
             if cfg.checkpoint_every and main and cfg.eval.at_start:
                 # keep the SFT weights before the next long evaluation: a run killed
                 # during it resumes here instead of redoing SFT
-                tr.state.update(phase="sft_done", start_row=row)
+                tr.state.phase, tr.state.start_row = "sft_done", row
                 save(tr, optimizer, 0)
     if cfg.sft.episodes > 0 and cfg.eval.at_start and main:
         log(f"eval after sft: {cfg.eval.episodes} held-out episodes")
@@ -192,7 +198,8 @@ def before_rl(tr: Trainer, pool, optimizer, train_ids: list[str], eval_ids: list
     return row
 
 
-def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) -> dict[str, Any]:
+def one_update(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[str], update: int) -> dict[str, Any]:
+    """Update ``update``: its rollouts on the next tasks of the train split, then ``learn``."""
     cfg = tr.cfg
     t0 = time.perf_counter()
     rank, size = world()
@@ -208,7 +215,7 @@ def one_update(tr: Trainer, pool, optimizer, train_ids: list[str], update: int) 
     return learn(tr, optimizer, trajectories, update, time.perf_counter() - t0, retokenized)
 
 
-def async_update(tr: Trainer, source, optimizer, update: int) -> dict[str, Any]:
+def async_update(tr: Trainer, source: AsyncRollouts, optimizer: Optimizer, update: int) -> dict[str, Any]:
     """``one_update`` with rollouts from the background worker (``rl.max_lag >= 1``): take the
     batch generated for this update (waiting if it is not ready), learn, publish the new weights."""
     trajectories, version, seconds, waited = source.batch(update)
@@ -219,7 +226,7 @@ def async_update(tr: Trainer, source, optimizer, update: int) -> dict[str, Any]:
     return row
 
 
-def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, rollout_seconds: float,
+def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], update: int, rollout_seconds: float,
           retokenized: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Advantages, the RL update and the update's metrics row, from its trajectories."""
     cfg = tr.cfg
@@ -236,8 +243,8 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
     if cfg.save_rollouts and rank == 0:
         write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", trajectories, append=False)
     steps = sum(t.length for t in trajectories)
-    tr.state["env_steps"] += steps
-    tr.state["episodes"] += len(trajectories)
+    tr.state.env_steps += steps
+    tr.state.episodes += len(trajectories)
     entropies = [e for t in trajectories for s in t.steps for e in s.entropies]
     tokens = sum(len(s.completion_ids) for s in samples)
     signal = learning_signal(trajectories)
@@ -245,7 +252,7 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
         # every group had identical outcomes: the update cannot change the policy
         tr.log(f"warning: update {update} had no learning signal (all {signal['train/groups']} groups had "
                "identical returns, every advantage is 0)")
-    return {"update": update, "env_steps": tr.state["env_steps"], "episodes": tr.state["episodes"],
+    return {"update": update, "env_steps": tr.state.env_steps, "episodes": tr.state.episodes,
             **summary_row(trajectories, "train"), **losses, **signal,
             "warning/no_signal": int(signal["advantage/nonzero_turns"] == 0),
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
@@ -259,7 +266,7 @@ def learn(tr: Trainer, optimizer, trajectories: list[Trajectory], update: int, r
             **(extra or {})}
 
 
-def evaluate(tr: Trainer, pool, eval_ids: list[str], update: int, name: str | None = None,
+def evaluate(tr: Trainer, pool: EnvPool, eval_ids: list[str], update: int, name: str | None = None,
              episodes: int | None = None) -> dict[str, float]:
     """Greedy episodes on the first ``episodes`` (default ``eval.episodes``) held-out tasks,
     written to ``eval/<name or update_NNNN>.jsonl``."""
@@ -289,12 +296,11 @@ def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
             "advantage/turns": len(turns)}
 
 
-def save(tr: Trainer, optimizer, update: int, source=None) -> None:
+def save(tr: Trainer, optimizer: Optimizer, update: int, source: AsyncRollouts | None = None) -> None:
     """A checkpoint of the trainable weights, the optimizer, the RNG streams and the loop's state
     (and, with asynchronous rollouts, what regenerates the in-flight batches)."""
-    state = {k: tr.state.get(k) for k in ("update", "env_steps", "episodes", "task_order", "task_cursor", "phase",
-                                          "start_row")}
-    ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, state, tr.np_rng, tr.cfg.keep_checkpoints,
+    ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, tr.state.to_dict(), tr.np_rng,
+                         tr.cfg.keep_checkpoints,
                          extra=source.checkpoint_files(update) if source is not None else None)
 
 

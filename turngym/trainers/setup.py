@@ -17,6 +17,7 @@ import torch
 from turngym.trainers.advantages import ESTIMATORS, Estimator
 from turngym.trainers.config import TrainConfig
 from turngym.trainers.distributed import world
+from turngym.trainers.state import RunState
 
 #: outputs of the value head, (low / turn, high): a one-head estimator uses the first
 VALUE_OUTPUTS = 2
@@ -37,7 +38,7 @@ class Trainer:
     estimator: Estimator         # rl.estimator's declaration
     np_rng: np.random.Generator
     reference: Any = None        # frozen copy of the initial model for the KL (full fine-tuning only)
-    state: dict[str, Any] = field(default_factory=dict)  # what a checkpoint stores of the loop
+    state: RunState = field(default_factory=RunState)  # what a checkpoint stores of the loop
     log: Callable[[str], None] = print
 
 
@@ -116,12 +117,12 @@ def next_tasks(tr: Trainer, all_ids: list[str], n: int) -> list[str]:
     """The next ``n`` tasks of a shuffled pass over the split (reshuffled each pass)."""
     out = []
     while len(out) < n:
-        order = tr.state.get("task_order")
-        if not order or tr.state["task_cursor"] >= len(order):
-            tr.state["task_order"] = [all_ids[i] for i in tr.np_rng.permutation(len(all_ids))]
-            tr.state["task_cursor"] = 0
-        out.append(tr.state["task_order"][tr.state["task_cursor"]])
-        tr.state["task_cursor"] += 1
+        state = tr.state
+        if not state.task_order or state.task_cursor >= len(state.task_order):
+            state.task_order = [all_ids[i] for i in tr.np_rng.permutation(len(all_ids))]
+            state.task_cursor = 0
+        out.append(state.task_order[state.task_cursor])
+        state.task_cursor += 1
     return out
 
 
