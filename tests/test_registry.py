@@ -71,3 +71,19 @@ def test_state_key_is_stable_across_processes():
                            env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=".").stdout.strip()
     assert here == other
     assert turngym.state_key({"a": 1}) != turngym.state_key({"a": 2})
+
+
+def test_import_patches_nothing_in_gymnasium():
+    """Gymnasium's registry is used through its public API: importing turngym replaces no name
+    in Gymnasium's registration module (plugin ids reach gymnasium.make via load_plugins)."""
+    import subprocess
+    import sys
+
+    code = ("from gymnasium.envs import registration as r\n"
+            "before = dict(vars(r))\n"
+            "import turngym\n"
+            "after = dict(vars(r))\n"
+            "changed = sorted(k for k in after if k != 'registry' and after[k] is not before.get(k))\n"
+            "assert not changed, changed\n"
+            "assert callable(turngym.load_plugins)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -21,16 +21,15 @@ from turngym.core import (
     tags,
     write_jsonl,
 )
-from turngym.core.registry import hook_gymnasium_make
+from turngym.core.registry import load_plugins
 from turngym.envs import register_builtin_envs
 
 __version__ = "0.1.0"
 
 register_builtin_envs()
-hook_gymnasium_make()  # plugin ids work in gymnasium.make without calling turngym first
 
 __all__ = [
     "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "Policy", "ResetNeeded", "Step", "StepInfo",
-    "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "make", "read_jsonl", "register", "spec",
+    "Trajectory", "TurnEnv", "UnicodeText", "list_envs", "load_plugins", "make", "read_jsonl", "register", "spec",
     "state_key", "tags", "write_jsonl",
 ]

@@ -4,7 +4,8 @@
 tags (description, family, modality, needs, turn limit) into ``TAGS``, so after ``import turngym``
 both ``turngym.make(id)`` and ``gymnasium.make(id)`` work. Third-party packages declare an entry
 point in the group ``turngym.envs`` whose target is a function that calls ``turngym.register``;
-those are read lazily, on listing or on an unknown id, never at import.
+those are read lazily (``load_plugins``: on listing, on an unknown id in ``make``, or when called),
+never at import; nothing of Gymnasium's is patched.
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ def registered_turn_limit(id: str) -> int | None:
 
 
 def load_plugins() -> None:
-    """Import third-party registrations from the ``turngym.envs`` entry-point group (once)."""
+    """Import third-party registrations from the ``turngym.envs`` entry-point group (once).
+
+    ``list_envs`` and an unknown id in ``make`` call it. Gymnasium has no public hook for an id
+    it does not know (its registry is a plain dict, looked up by a private function), so code
+    that uses ``gymnasium.make`` alone calls this first to find plugin ids there."""
     global _plugins_loaded
     if _plugins_loaded:
         return
@@ -102,28 +107,6 @@ def load_plugins() -> None:
         target = ep.load()
         if callable(target):
             target()
-
-
-def hook_gymnasium_make() -> None:
-    """Let ``gymnasium.make`` (and ``make_vec``) find plugin ids right after ``import turngym``.
-
-    Gymnasium has no plugin entry points of its own, so its spec lookup is wrapped: an id it
-    does not know triggers ``load_plugins()`` (still lazy: nothing is read at import) and a
-    second look. Gymnasium versions without that lookup function are left alone.
-    """
-    from gymnasium.envs import registration as gym_registration
-
-    original = getattr(gym_registration, "_find_spec", None)
-    if original is None or getattr(original, "turngym_hook", False):
-        return
-
-    def find_spec(env_id):
-        if isinstance(env_id, str) and env_id.rpartition(":")[2] not in gym_registration.registry:
-            load_plugins()
-        return original(env_id)
-
-    find_spec.turngym_hook = True
-    gym_registration._find_spec = find_spec
 
 
 def tags(id: str) -> EnvTags:
