@@ -173,7 +173,7 @@ def test_shop_apart_from_its_shortcuts():
 
 
 # Measured on 500 test goals of the 1k catalog: the plain shortcut succeeds 1% and the options variant 22%
-# of the time (issue 16's targets: <= 15% and <= 30%) while earning a mean reward of 0.58 and 0.75:
+# of the time (the check's targets: <= 15% and <= 30%) while earning a mean reward of 0.58 and 0.75:
 # WebShop's reward pays partial credit by design, so the shop declares skill_measure "success" and
 # the check judges its shortcuts on success alone (the reward is reported).
 @pytest.mark.parametrize("policy", ["shop:search-buy-first", "shop:search-options-buy-first"])
@@ -185,7 +185,7 @@ def test_shop_shortcuts_stay_near_the_floor(policy):
 
 
 def _giveaway_shop(tmp_path: Path) -> Path:
-    """A shop as issue 16 found it: no near-duplicates (one product per family), the target's title
+    """A giveaway shop: no near-duplicates (one product per family), the target's title
     and its options word for word in the instruction ("..., with color: navy, and size: large")."""
     from turngym.envs.shop.catalog import generate_catalog
     from turngym.envs.shop.search import build_store
@@ -206,7 +206,7 @@ def _giveaway_shop(tmp_path: Path) -> Path:
 
 def test_shop_check_fails_a_shortcut_that_succeeds(tmp_path):
     # judged on success, the check must still catch a shop where the shortcut wins (88% there before
-    # issue 16): success over the limit fails, whatever the reward's partial credit
+    # the targets): success over the limit fails, whatever the reward's partial credit
     report = check_env("turngym/Shop-v0", episodes=20, split="test", checks=["expert", "shortcut"],
                        catalog_path=str(_giveaway_shop(tmp_path)))
     assert report.row("expert", "expert")["verdict"] == "pass"

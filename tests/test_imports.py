@@ -1,6 +1,6 @@
-"""The package's import structure: no module imports a floor above its own (issue 35), nothing
+"""The package's import structure: no module imports a floor above its own, nothing
 below the command line imports ``turngym.cli``, and the registration modules never use the
-half-initialised ``turngym`` (issue 21)."""
+half-initialised ``turngym``."""
 
 import ast
 import json

@@ -1,4 +1,4 @@
-"""One name per concept (issue 35): the turn budget is ``max_turns`` in every signature of the
+"""One name per concept: the turn budget is ``max_turns`` in every signature of the
 package, and each shared helper is defined once."""
 
 import ast

@@ -189,7 +189,7 @@ def test_clear_errors(server):
 
 @pytest.mark.model
 def test_serve_policy_refuses_options_it_cannot_honour(server):
-    """Issue 18: top_logprobs, response_format, frequency_penalty (and kin) were silently ignored."""
+    """top_logprobs, response_format, frequency_penalty (and kin) reach the request (they were once silently ignored)."""
     policy = OpenAIPolicy(server, api_key=KEY, max_tokens=2)
     hi = [{"role": "user", "content": "hi"}]
     for option, value in (("top_logprobs", 2), ("response_format", {"type": "json_object"}),
@@ -236,7 +236,7 @@ def test_replies_stop_at_the_action_and_closing_tags_come_back():
 
 @pytest.mark.model
 def test_requests_end_the_reply_at_the_action(server):
-    """Issue 33: `turngym eval --policy openai:URL` sent no stop and max_tokens 256, so a small CPU
+    """`turngym eval --policy openai:URL` once sent no stop and max_tokens 256, so a small CPU
     model wrote on past its action for minutes. The official openai client carries the stop."""
     policy = load_policy(f"openai:{server}", api_key=KEY, temperature="0")
     sent = []

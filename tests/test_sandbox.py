@@ -1,5 +1,5 @@
 """The sandbox API: what ``run`` takes and returns on every backend (harmless programs only;
-the hostile ones are in test_sandbox_hostile.py)."""
+the hostile ones are in test_sandbox_containment.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 import sys
 
 import pytest
-from test_sandbox_hostile import LIMITS, _backend_params
+from test_sandbox_containment import LIMITS, _backend_params
 
 from turngym import sandbox
 from turngym.sandbox.worker import Worker

@@ -1,4 +1,4 @@
-"""Issue 34, the persistent worker under faults it does not cause itself, and snippets that stop or
+"""The persistent worker under faults it does not cause itself, and snippets that stop or
 kill the processes above them.
 
 - An outside kill (the OOM killer, an operator) of the worker's server, its namespace's init or

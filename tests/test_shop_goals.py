@@ -1,5 +1,5 @@
 """Generated shop goals measure skill: varied natural instructions, near-duplicate distractors,
-and the reference policies' scores on the 1k catalog's test split (the targets of issue 16)."""
+and the reference policies' scores on the 1k catalog's test split (the check's targets)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_said_options_read_naturally():
                (phrasing.say_option("8 ounce", random.Random(i)) for i in range(20)) if s.startswith(("a ", "an ")))
 
 
-# ----- the reference policies on the 1k test split (issue 16's targets) -----------------------
+# ----- the reference policies on the 1k test split (the check's targets) -----------------------
 
 def test_rule_baseline_is_near_the_floor(env):
     # WebShop's rule baseline: search the instruction, click the first result, buy. Target <= 15%.

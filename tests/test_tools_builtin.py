@@ -47,7 +47,7 @@ def test_calculator_division_by_zero_is_an_error_result():
         calculator("1 / 0")
     assert evaluate_expression("2 * 3") == 6
     # through the executor the failure is an error result, so MCP's is_error and the env's
-    # action_valid see it (issue 18: calculator("1/0") used to come back as a plain result)
+    # action_valid see it (calculator("1/0") used to come back as a plain result)
     from turngym.tools.schema import ToolSet
 
     (result,) = Executor(ToolSet([calculator])).run([ToolCall("calculator", {"expression": "1/0"})])

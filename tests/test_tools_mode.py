@@ -292,7 +292,7 @@ REAL_TOOLS_IDS = [tools_id(base) for base, tags in sorted(TAGS.items())
 
 
 def test_every_household_and_shop_id_has_a_tools_twin():
-    # issue 18: the README promised Household-Easy-tools-v0 and others that did not exist
+    # the README once promised Household-Easy-tools-v0 and others that did not exist
     bases = [i for i, t in TAGS.items() if t.family in TOOLS_FAMILIES and "-tools-" not in i
              and not i.startswith("turngym-tests/")]
     assert all(tools_id(b) in TAGS for b in bases), [b for b in bases if tools_id(b) not in TAGS]

@@ -488,14 +488,14 @@ def test_viewer_without_advantages(page, tmp_path):
 
 
 def test_nice_ticks_for_a_constant_rate_stay_at_or_above_zero():
-    # issue 18: an all-zero success curve had an axis from -0.5 to 0.5
+    # an all-zero success curve once had an axis from -0.5 to 0.5
     assert nice_ticks(0, 0)[0] == 0 and nice_ticks(0, 0)[-1] >= 1
     assert nice_ticks(-2, -2)[0] < -2 < nice_ticks(-2, -2)[-1]
 
 
 @pytest.mark.browser
 def test_episode_list_fits_its_pane_with_household_ids(page, tmp_path):
-    """Issue 18: household task ids made the list 829 px wide in a 560 px pane, hiding outcome
+    """Household task ids once made the list 829 px wide in a 560 px pane, hiding outcome
     and return. Long ids are now cut (full id in the tooltip) and every column is visible."""
     import turngym
     from turngym.agents import ExpertPolicy

@@ -1,4 +1,4 @@
-"""Issue 18, envs: junk never raises from ``step``, an invalid action changes nothing, and a
+"""Envs: junk never raises from ``step``, an invalid action changes nothing, and a
 non-string action is a TypeError naming the expected type. Every registered env is covered
 (browser envs sampled: they cost a real Chromium each)."""
 
@@ -206,7 +206,7 @@ def test_turn_based_game_invalid_action_changes_nothing_in_the_aec_api():
 
 
 def test_mcp_calculator_division_by_zero_is_an_error():
-    """Issue 18: serve-tools answered calculator("1/0") with is_error=False."""
+    """serve-tools answers calculator("1/0") as an error (it once said is_error=False)."""
     from turngym.tools.mcp_server import EnvSession
 
     session = EnvSession("turngym/ToolQA-v0", seed=0)

@@ -1,11 +1,11 @@
-"""Reward integrity and clean starts: the attacks of issue 15, on every backend.
+"""Reward integrity and clean starts: the known attacks, on every backend.
 
 Faked rewards: wrong HumanEval and CodeRepair submissions that try to set their own verdict (exit
 codes, SystemExit, trace hooks, an always-equal object, excepthook, atexit, patched builtins,
 killing the grader, forging the runner's report) must score 0.0 and stay scorable. Leaks: nothing a
 run leaves (files under chmod 000, IPC objects, kernel keys, its request in memory) may reach the
 next run. Other gaps: collect_files, conflicting files=, infrastructure failures, the shared worker
-and its thread, an interpreter under /tmp (issue 22).
+and its thread, an interpreter under /tmp.
 
 Each test says which attack it is; ``docs/envs/code.md`` has the threat model.
 """
@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_sandbox_hostile import LIMITS, _backend_params
+from test_sandbox_containment import LIMITS, _backend_params
 
 import turngym
 from turngym import sandbox
@@ -471,7 +471,7 @@ def test_humaneval_faked_sandbox_error_stays_scorable(backend):
     assert reward == 0.0 and info["scorable"], info
 
 
-# ----- the shared worker and its thread; an interpreter under /tmp (issue 22) ---------------------------
+# ----- the shared worker and its thread; an interpreter under /tmp ---------------------------------------
 
 def test_shared_worker_survives_the_thread_that_started_it():
     _needs("worker")

@@ -1,4 +1,4 @@
-"""Issue 18, docs: the snippets in the README and docs/ run as written.
+"""Docs: the snippets in the README and docs/ run as written.
 
 Every ```python block of the pages below runs in a fresh interpreter (in a temporary folder),
 except blocks marked on the line before with ``<!-- doc-test: skip (reason) -->``; a block

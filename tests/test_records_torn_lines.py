@@ -1,4 +1,4 @@
-"""Issue 18, JSONL: a torn last line is skipped wherever the cut falls (inside a UTF-8
+"""JSONL: a torn last line is skipped wherever the cut falls (inside a UTF-8
 character too) and later appends stay readable; any ``str`` can be written."""
 
 from __future__ import annotations

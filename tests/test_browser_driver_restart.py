@@ -1,4 +1,4 @@
-"""Issue 18, browser: after the Playwright driver (the node process behind Chromium) dies, the
+"""Browser: after the Playwright driver (the node process behind Chromium) dies, the
 next reset relaunches it, for new envs and old ones; the episode the death cut off is unscorable."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18, command line: every mistake a new user makes ends in one line on stderr that names
+"""Command line: every mistake a new user makes ends in one line on stderr that names
 the field (and the allowed values where there is a list), exit code 2, no traceback. Run
 in-process (``main(argv)``) to stay fast."""
 
@@ -64,7 +64,7 @@ MISTAKES = {
                                 ["127.0.0.1:9"]),
     "eval-openai-unknown-option": (lambda t: ["eval", COUNTER, "--policy", "openai:http://127.0.0.1:9/v1",
                                               "--model-kwargs", "temprature=1"], ["--model-kwargs", "temperature"]),
-    # issue 34: values out of range and non-booleans, refused before a model loads
+    # values out of range and non-booleans, refused before a model loads
     "eval-hf-top-k-negative": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "top_k=-5"],
                                ["--model-kwargs", "top_k=", "allowed", ">= 0"]),
     "eval-hf-top-p-above-one": (lambda t: ["eval", COUNTER, "--policy", "hf:tiny", "--model-kwargs", "top_p=1.5"],
