@@ -230,29 +230,38 @@ def test_scoring_encodes_a_repeated_prompt_once_with_the_same_scores_and_gradien
     head = torch.randint(10, 1000, (30,), generator=g).tolist()
     a, b = head + torch.randint(10, 1000, (5,), generator=g).tolist(), head + [5]
     c = head + torch.randint(10, 1000, (14,), generator=g).tolist()
-    prompts = [a, a, b, c, a, b, c]
-    # their rests after the head (4, 0 and 13 tokens) are encoded in three passes, each padded
-    # to the longest only afterwards: a gap of 9 columns, and one with no rest at all
+    d, e = (head + torch.randint(10, 1000, (k,), generator=g).tolist() for k in (12, 13))
+    prompts = [a, a, b, c, a, b, c, d, e, d]
+    # their rests after the head (4, 0, 13, 11 and 12 tokens) are encoded longest first in three
+    # passes (c, e and d together, in another order than the rows'), each padded to the longest
+    # only afterwards: a gap of 9 columns, and one with no rest at all
     from turngym.agents.decoding import PAD_SLACK, length_chunks
 
-    assert length_chunks([4, 0, 13], PAD_SLACK) == [[2], [0], [1]]
-    completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 5, 2, 4, 1, 2, 6)]
+    assert length_chunks([4, 0, 13, 11, 12], PAD_SLACK) == [[2, 4, 3], [0], [1]]
+    completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 5, 2, 4, 1, 2, 6, 2, 3, 4)]
     completions[4] = completions[0][:1]  # and a row that repeats another's prompt and first token
     calls = []
     real = scoring._score_distinct_prompts
     scoring._score_distinct_prompts = lambda *args, **kw: calls.append(len(args[1])) or real(*args, **kw)
     try:
-        results = []
-        for share in (False, True):
-            lora.zero_grad()
-            scores = scoring.score_completions(lora, prompts, completions, with_grad=True, share_head=share,
-                                               temperature=0.9)
-            scores.logprobs.sum().backward()
-            grads = torch.cat([p.grad.flatten() for p in lora.parameters() if p.requires_grad])
-            results.append((scores.logprobs.detach(), scores.entropies.detach(), scores.mask, grads))
+        _same_scores_and_gradients(scoring, lora, prompts, completions)
+        # and rests that all fit one pass, encoded in another order than the rows'
+        assert length_chunks([11, 13, 12], PAD_SLACK) == [[1, 2, 0]]
+        _same_scores_and_gradients(scoring, lora, [d, c, e, c, d], completions[:5])
     finally:
         scoring._score_distinct_prompts = real
-    assert calls == [3]  # three distinct prompts among seven rows
+    assert calls == [5, 3]  # five distinct prompts among ten rows, then three among five
+
+
+def _same_scores_and_gradients(scoring, lora, prompts, completions):
+    results = []
+    for share in (False, True):
+        lora.zero_grad()
+        scores = scoring.score_completions(lora, prompts, completions, with_grad=True, share_head=share,
+                                           temperature=0.9)
+        scores.logprobs.sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in lora.parameters() if p.requires_grad])
+        results.append((scores.logprobs.detach(), scores.entropies.detach(), scores.mask, grads))
     (lp0, ent0, m0, g0), (lp1, ent1, m1, g1) = results
     assert torch.equal(m0, m1)
     assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(ent0, ent1, atol=1e-4)

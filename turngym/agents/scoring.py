@@ -209,12 +209,14 @@ def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, w
         _, out = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
                                     attention_mask=mask.to(device), logits_to_keep=1)
         parts.append((chunk, _pad_after(to_layers(out), head, width - w)))
-    if len(parts) == 1:
-        return parts[0][1]
-    order = [u for chunk, _ in parts for u in chunk]
-    back = torch.tensor(sorted(range(len(order)), key=order.__getitem__), dtype=torch.long, device=device)
-    return [tuple(torch.cat([kv[layer][i] for _, kv in parts]).index_select(0, back) for i in (0, 1))
-            for layer in range(len(parts[0][1]))]
+    kv = parts[0][1] if len(parts) == 1 else \
+        [(torch.cat([part[layer][0] for _, part in parts]), torch.cat([part[layer][1] for _, part in parts]))
+         for layer in range(len(parts[0][1]))]
+    order = [u for chunk, _ in parts for u in chunk]  # longest first: back to the prompts' order
+    if order != list(range(len(order))):
+        back = torch.tensor(sorted(range(len(order)), key=order.__getitem__), dtype=torch.long, device=device)
+        kv = [(k.index_select(0, back), v.index_select(0, back)) for k, v in kv]
+    return kv
 
 
 def _pad_after(kv: KV, at: int, extra: int) -> KV:
