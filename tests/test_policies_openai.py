@@ -58,7 +58,8 @@ def server(real):
     env = {**os.environ, **cache_env(), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "turngym.cli", "serve-policy", "--model", "smollm2-135m",
-                             "--port", str(port), "--api-key", KEY, "--device", "cpu", "--log-level", "warning"],
+                             "--port", str(port), "--api-key", KEY, "--device", "cpu", "--log-level", "warning",
+                             "--dtype", "float32"],  # its log-probs are compared with float32 scoring
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -260,7 +261,7 @@ def test_requests_end_the_reply_at_the_action(server):
     policy.close()
 
 
-def test_serve_policy_default_max_tokens_is_short():
+def test_serve_policy_defaults_short_replies_in_the_fast_dtype():
     import argparse
 
     from turngym.agents import serve as serve_policy
@@ -268,3 +269,4 @@ def test_serve_policy_default_max_tokens_is_short():
     parser = argparse.ArgumentParser()
     serve_policy.add_arguments(parser)
     assert parser.get_default("max_tokens") == 128
+    assert parser.get_default("dtype") == "auto"  # as `--policy hf:` loads: bfloat16 where the CPU has it
