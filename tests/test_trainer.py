@@ -567,4 +567,4 @@ def test_run_state_reads_and_writes_the_state_json_of_before():
     assert json.dumps(state.to_dict()) == json.dumps(before)
     assert RunState.from_dict({"update": 2, "env_steps": 9, "episodes": 4}) == RunState(update=2, env_steps=9,
                                                                                       episodes=4)
-    assert state["update"] == state.get("update") == 3 and state.get("nothing", 7) == 7  # the dict form's reads
+    assert state.update == 3 and state.phase == "rl"

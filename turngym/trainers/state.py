@@ -28,12 +28,3 @@ class RunState:
         fresh run's value, one this record does not know is ignored."""
         return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
 
-    # read-only dict access for code that still reads the dict this replaced
-    # (turngym/trainers/update.py, which another change owns: ``tr.state["update"]``, ``.get``)
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.to_dict():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self.to_dict() else default

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,9 +29,13 @@ from turngym.trainers.rollout import sft_examples
 from turngym.trainers.samples import Sample, batched, prompt_values
 from turngym.trainers.setup import Trainer, make_optimizer, progress
 
+if TYPE_CHECKING:  # imported where first needed
+    from turngym.agents.scoring import TokenScores
+    from turngym.core.pool import EnvPool
+
 
 def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *, with_grad: bool,
-          reference: bool = False):
+          reference: bool = False) -> TokenScores:
     """Per-token log-probs of the completions under the policy (or the frozen reference)."""
     from turngym.agents.scoring import score_completions
 
@@ -47,7 +51,7 @@ def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list
     return score_completions(tr.model, samples_prompt, samples_completion, **kwargs)
 
 
-def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]:
+def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sample]) -> dict[str, float]:
     cfg = tr.cfg.rl
     dropped = 0
     if cfg.kl_coef == 0 and tr.value_head is None:
@@ -85,8 +89,7 @@ def rl_update(tr: Trainer, optimizer, samples: list[Sample]) -> dict[str, float]
     for epoch in range(cfg.epochs):
         # a stream of its own, derived from the update: the task-order stream stays in step
         # across processes whatever their sample counts
-        order = prompt_clustered_order(samples, np.random.default_rng([tr.cfg.seed, tr.state.get("update", 0), epoch,
-                                                                       rank]))
+        order = prompt_clustered_order(samples, np.random.default_rng([tr.cfg.seed, tr.state.update, epoch, rank]))
         for i in range(n_minibatches):
             mb_idx = order[i * cfg.minibatch_size:(i + 1) * cfg.minibatch_size]
             # prompts in token order: a micro-batch holds turns of one task, whose common head
@@ -209,7 +212,7 @@ def _pad(rows: list[list[float]], width: int, device) -> torch.Tensor:
     return out.to(device)
 
 
-def run_sft(tr: Trainer, pool, train_ids: list[str]) -> dict[str, Any]:
+def run_sft(tr: Trainer, pool: EnvPool, train_ids: list[str]) -> dict[str, Any]:
     """Imitate expert episodes: token-mean NLL of the expert's replies given the same prompts RL uses."""
     from turngym.agents.basic import ExpertPolicy
 
@@ -262,7 +265,7 @@ def sync_server(tr: Trainer) -> None:
 
     if not tr.cfg.model.lora:
         raise ValueError("generation.server_sync: 'vllm_lora' needs model.lora: true")
-    name = f"turngym-update-{tr.state['update'] + 1:04d}"
+    name = f"turngym-update-{tr.state.update + 1:04d}"
     path = (Path(tr.cfg.run_dir) / "adapter" / name).resolve()
     tr.model.save_pretrained(str(path))
     root = tr.cfg.generation.server_url.rstrip("/")
