@@ -11,7 +11,7 @@ for the path before repeated prompts were shared ("before") and today's ("today"
 as generation and the update did until 2026-11-27; "one_pass" encodes each distinct prompt once
 and keeps turns with the same prompt in one minibatch, but prefills every prompt suffix in one
 padded pass (as until 2026-11-28); "today" also prefills in chunks of similar suffix length
-(``decoding.length_chunks``). Samples can differ slightly between the paths (other batch shapes
+(``generation.length_chunks``). Samples can differ slightly between the paths (other batch shapes
 round differently in bfloat16), so each path reports its own tokens.
 
 Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from turngym.agents import decoding
+from turngym.agents.engine import generation
 
 
 def count_tokens(model, counter: dict):
@@ -73,11 +73,11 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
     from turngym.trainers.state import RunState
 
-    real, real_order, real_slack = decoding.distinct_rows, update_module.prompt_clustered_order, decoding.PAD_SLACK
+    real, real_order, real_slack = generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK
     if name == "before":
-        decoding.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
+        generation.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
     if name in ("before", "one_pass"):
-        decoding.PAD_SLACK = float("inf")  # every prompt suffix in one padded prefill pass
+        generation.PAD_SLACK = float("inf")  # every prompt suffix in one padded prefill pass
     try:
         cfg = load_config(None, overrides)
         tr = build_trainer(cfg, log=lambda _: None)
@@ -124,7 +124,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
             handle.remove()
             pool.close()
     finally:
-        decoding.distinct_rows, update_module.prompt_clustered_order, decoding.PAD_SLACK = real, real_order, real_slack
+        generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK = real, real_order, real_slack
     episodes = sum(r["episodes"] for r in rows)
     seconds = sum(r["rollout_s"] + r["update_s"] for r in rows)
     per = {k: sum(r[k] for r in rows) / episodes for k in ("prompt_tokens_sampling", "decode_steps_tokens",

@@ -16,10 +16,11 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 from policy_models import load_in_cache, one_torch_thread, smollm2, tiny  # noqa: E402
 
-import turngym.agents.decode_step as decode_step  # noqa: E402
-import turngym.agents.decoding as decoding  # noqa: E402
-from turngym.agents.decode_step import llama_decode_step  # noqa: E402
-from turngym.agents.models import use_cpu_attention  # noqa: E402
+import turngym.agents.engine.decode_step as decode_step  # noqa: E402
+import turngym.agents.engine.generation as generation  # noqa: E402
+from turngym.agents.engine.attention import use_cpu_attention  # noqa: E402
+from turngym.agents.engine.decode_step import llama_decode_step  # noqa: E402
+from turngym.agents.engine.private import mkldnn_enabled  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,12 +51,12 @@ def _bf16(lora: bool):
 def _generate(model, tokenizer, *, direct: bool, monkeypatch, cache):
     with monkeypatch.context() as m:
         if not direct:
-            m.setattr(decoding, "llama_decode_step", lambda model: None)
+            m.setattr(generation, "llama_decode_step", lambda model: None)
         torch.manual_seed(3)
         # rows of different lengths (left padding), sampled, stopping at different steps (rows
         # leave the batch) and storing their keys in the prefix cache
         prompts = [list(range(5, 40)), list(range(7, 19)), list(range(100, 160)), list(range(5, 30))]
-        return decoding.generate(model, prompts, max_new_tokens=20, temperature=1.0, eos_ids=set(),
+        return generation.generate(model, prompts, max_new_tokens=20, temperature=1.0, eos_ids=set(),
                                  stop=["e"], decode=tokenizer.decode, cache=cache)
 
 
@@ -65,7 +66,7 @@ def test_direct_step_gives_the_module_stacks_tokens_and_logprobs(lora, monkeypat
     monkeypatch.setattr(decode_step, "NATIVE_GEMV_ROWS", 0)  # oneDNN matmuls at every batch size
     model, tokenizer = _bf16(lora)
     assert llama_decode_step(model) is not None
-    caches = {True: decoding.PrefixCache(), False: decoding.PrefixCache()}
+    caches = {True: generation.PrefixCache(), False: generation.PrefixCache()}
     for _ in range(2):  # the second call starts from the prefixes the first one cached
         direct = _generate(model, tokenizer, direct=True, monkeypatch=monkeypatch, cache=caches[True])
         stack = _generate(model, tokenizer, direct=False, monkeypatch=monkeypatch, cache=caches[False])
@@ -100,8 +101,8 @@ def _smollm2_bf16():
 def _one_row(model, *, direct: bool, monkeypatch):
     with monkeypatch.context() as m:
         if not direct:
-            m.setattr(decoding, "llama_decode_step", lambda model: None)
-        return decoding.generate(model, [list(range(1000, 1040))], max_new_tokens=40, temperature=0.0,
+            m.setattr(generation, "llama_decode_step", lambda model: None)
+        return generation.generate(model, [list(range(1000, 1040))], max_new_tokens=40, temperature=0.0,
                                  eos_ids=set())[0]
 
 
@@ -109,7 +110,7 @@ def _one_row(model, *, direct: bool, monkeypatch):
 def test_one_row_on_torchs_kernels_matches_to_rounding_and_restores_onednn(monkeypatch):
     model = _smollm2_bf16()  # on the tiny model's small matmuls both kernels round alike
     direct = _one_row(model, direct=True, monkeypatch=monkeypatch)
-    assert torch._C._get_mkldnn_enabled()  # the switch is back on after the step
+    assert mkldnn_enabled()  # the switch is back on after the step
     stack = _one_row(model, direct=False, monkeypatch=monkeypatch)
     assert direct.tokens == stack.tokens  # greedy: the same 40 tokens
     gaps = [abs(a - b) for a, b in zip(direct.logprobs, stack.logprobs)]
@@ -145,7 +146,7 @@ def test_sampler_and_scorer_log_probs_agree_in_bfloat16_with_lora():
 
     from peft import LoraConfig, get_peft_model
 
-    from turngym.agents.scoring import score_completions
+    from turngym.agents.engine.scoring import score_completions
 
     model = copy.deepcopy(_smollm2_bf16())
     lora = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj", "down_proj"],
@@ -159,7 +160,7 @@ def test_sampler_and_scorer_log_probs_agree_in_bfloat16_with_lora():
     # repeated prompts whose rests after the head differ a little (encoded in one pass, longest first)
     prompts = [head + list(range(3000 + k, 3000 + 2 * k)) for k in (12, 12, 14, 13, 13, 14, 14, 12)]
     torch.manual_seed(0)
-    rows = decoding.generate(lora, prompts, max_new_tokens=8, temperature=0.8, eos_ids=set())
+    rows = generation.generate(lora, prompts, max_new_tokens=8, temperature=0.8, eos_ids=set())
     scores = score_completions(lora, prompts, [r.tokens for r in rows], temperature=0.8)
     sampled = torch.tensor([lp for r in rows for lp in r.logprobs])
     scored = torch.tensor([lp for row in scores.to_lists()[0] for lp in row])

@@ -12,7 +12,7 @@ import torch  # noqa: E402
 from policy_models import one_torch_thread, tiny  # noqa: E402
 
 import turngym  # noqa: E402
-from turngym.agents.decoding import PrefixCache  # noqa: E402
+from turngym.agents.engine.generation import PrefixCache  # noqa: E402
 from turngym.agents.hf import HFPolicy, action_end  # noqa: E402
 from turngym.agents.prompts import PromptConfig  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
@@ -161,7 +161,7 @@ def test_tags_format_with_the_cache_records_what_was_generated(small64):
     policy = HFPolicy(model, tokenizer, temperature=0.9, max_new_tokens=6, seed=1,
                       prompt=PromptConfig(action_format="tags"))
     trajs = _episodes(policy, tasks=("counter-4",), group_size=3, max_turns=3)
-    from turngym.agents.scoring import score_completions
+    from turngym.agents.engine.scoring import score_completions
 
     steps = [s for t in trajs for s in t.steps]
     scores = score_completions(model, [s.prompt_ids for s in steps], [s.completion_ids for s in steps],
@@ -176,7 +176,7 @@ def test_shared_prompt_head_scores_and_gradients_equal_full_rows(small64):
     entropies and LoRA gradients must equal scoring every row in full."""
     from peft import LoraConfig, get_peft_model
 
-    from turngym.agents.scoring import common_head, head_groups, score_completions
+    from turngym.agents.engine.scoring import common_head, head_groups, score_completions
 
     model, _ = small64
     import copy
@@ -216,7 +216,7 @@ def test_scoring_encodes_a_repeated_prompt_once_with_the_same_scores_and_gradien
     log-probs, entropies and LoRA gradients equal those of every row run in full."""
     from peft import LoraConfig, get_peft_model
 
-    import turngym.agents.scoring as scoring
+    import turngym.agents.engine.scoring as scoring
 
     model, _ = small64
     import copy
@@ -235,7 +235,7 @@ def test_scoring_encodes_a_repeated_prompt_once_with_the_same_scores_and_gradien
     # their rests after the head (4, 0, 13, 11 and 12 tokens) are encoded longest first in three
     # passes (c, e and d together, in another order than the rows'), each padded to the longest
     # only afterwards: a gap of 9 columns, and one with no rest at all
-    from turngym.agents.decoding import PAD_SLACK, length_chunks
+    from turngym.agents.engine.generation import PAD_SLACK, length_chunks
 
     assert length_chunks([4, 0, 13, 11, 12], PAD_SLACK) == [[2, 4, 3], [0], [1]]
     completions = [torch.randint(10, 1000, (k,), generator=g).tolist() for k in (3, 5, 2, 4, 1, 2, 6, 2, 3, 4)]
@@ -274,14 +274,15 @@ def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
     left padding masked) computes what transformers' sdpa computes, and longer queries go to sdpa."""
     import copy
 
-    from turngym.agents.decoding import generate
-    from turngym.agents.models import CPU_ATTENTION, use_cpu_attention
+    from turngym.agents.engine.attention import CPU_ATTENTION, use_cpu_attention
+    from turngym.agents.engine.generation import generate
+    from turngym.agents.engine.private import attn_implementation
 
     model, _ = tiny()
     reference = copy.deepcopy(model).to(torch.bfloat16)
     fast = copy.deepcopy(reference)
     use_cpu_attention(fast)
-    assert fast.config._attn_implementation == CPU_ATTENTION and reference.config._attn_implementation == "sdpa"
+    assert attn_implementation(fast.config) == CPU_ATTENTION and attn_implementation(reference.config) == "sdpa"
     prompts = [list(range(5, 40)), list(range(7, 19)), list(range(100, 160))]  # rows of different lengths
     runs = [generate(m, prompts, max_new_tokens=12, temperature=0, eos_ids=set()) for m in (reference, fast)]
     for a, b in zip(*runs):
@@ -291,7 +292,7 @@ def test_cpu_attention_matches_sdpa_while_decoding_in_bfloat16():
 
 
 def test_prefill_chunks_bound_padding_and_cover_every_row():
-    from turngym.agents.decoding import PAD_SLACK, length_chunks
+    from turngym.agents.engine.generation import PAD_SLACK, length_chunks
 
     lengths = [250, 90, 92, 3, 88, 240, 60, 1, 91, 95]
     chunks = length_chunks(lengths, PAD_SLACK)

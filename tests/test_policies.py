@@ -16,11 +16,11 @@ from policy_models import cache_env, load_in_cache, one_torch_thread, smollm2, t
 
 import turngym  # noqa: E402
 from turngym.agents import ExpertPolicy, HumanPolicy, RandomPolicy  # noqa: E402
+from turngym.agents.engine.scoring import score_completions  # noqa: E402
 from turngym.agents.hf import HFPolicy  # noqa: E402
 from turngym.agents.loading import load_policy  # noqa: E402
 from turngym.agents.models import cache_root, model_cache_dir, save_model  # noqa: E402
 from turngym.agents.prompts import PromptConfig, build_messages, extract_action  # noqa: E402
-from turngym.agents.scoring import score_completions  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
 
 COUNTER = "turngym-tests/Counter-v0"

@@ -21,11 +21,11 @@ import torch  # noqa: E402
 from policy_models import cache_env, one_torch_thread, smollm2  # noqa: E402
 
 import turngym  # noqa: E402
+from turngym.agents.engine.scoring import score_completions  # noqa: E402
 from turngym.agents.hf import HFPolicy  # noqa: E402
 from turngym.agents.loading import load_policy  # noqa: E402
 from turngym.agents.openai_policy import OpenAIPolicy, OpenAIPolicyError, normalize_base_url  # noqa: E402
 from turngym.agents.prompts import build_messages  # noqa: E402
-from turngym.agents.scoring import score_completions  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -182,7 +182,7 @@ def test_lora_reference_is_the_base_model(tmp_path):
     policy = score(tr, prompt, completion, with_grad=False).logprobs
     reference = score(tr, prompt, completion, with_grad=False, reference=True).logprobs
     with tr.model.disable_adapter(), torch.no_grad():
-        from turngym.agents.scoring import score_completions
+        from turngym.agents.engine.scoring import score_completions
 
         base = score_completions(tr.model.get_base_model(), prompt, completion).logprobs
     assert torch.allclose(reference, base, atol=1e-6)

@@ -20,8 +20,8 @@ _LAZY = {
     "build_messages": "turngym.agents.prompts",
     "load_model": "turngym.agents.models",
     "save_model": "turngym.agents.models",
-    "score_completions": "turngym.agents.scoring",
-    "TokenScores": "turngym.agents.scoring",
+    "score_completions": "turngym.agents.engine.scoring",
+    "TokenScores": "turngym.agents.engine.scoring",
 }
 
 __all__ = ["ExpertPolicy", "HumanPolicy", "RandomPolicy", "load_policy", *_LAZY]

@@ -2,7 +2,7 @@
 
 Each completion carries the exact token ids the model was conditioned on (``prompt_ids``) and
 produced (``completion_ids``), with per-token log-probs and entropies taken from the same
-logits that were sampled from. ``turngym.agents.scoring.score_completions`` scores those ids
+logits that were sampled from. ``turngym.agents.engine.scoring.score_completions`` scores those ids
 the same way, so a trainer's ratio pi_new/pi_old starts at 1.
 
 No re-rendering drift across turns: with ``history="full"`` (the default), the prompt of turn
@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
-from turngym.agents import decoding
-from turngym.agents.decoding import PrefixCache
+from turngym.agents.engine import generation
+from turngym.agents.engine.generation import PrefixCache
+from turngym.agents.engine.private import weights_version
 from turngym.agents.prompts import (
     WHOLE_HISTORY,
     PromptConfig,
@@ -134,7 +135,7 @@ class HFPolicy:
         # running totals for progress lines (turns done, tokens/s)
         self.generated_tokens = 0
         self.generation_seconds = 0.0
-        self._weights_seen = _weights_version(model)
+        self._weights_seen = weights_version(model)
         if seed is not None:
             torch.manual_seed(int(seed))
 
@@ -184,7 +185,7 @@ class HFPolicy:
         ``stop_when(text)`` may end a row early (``act`` passes the end-of-action test).
         """
         options = SamplingOptions(**{**self.sampling.__dict__, **overrides})
-        version = _weights_version(self.model)
+        version = weights_version(self.model)
         if version != self._weights_seen:  # cached keys belong to the weights that computed them
             self.kv_cache.clear()
             self._weights_seen = version
@@ -195,7 +196,7 @@ class HFPolicy:
         try:
             for first in range(0, len(prompts), self.batch_size):
                 chunk = prompts[first:first + self.batch_size]
-                rows = decoding.generate(
+                rows = generation.generate(
                     self.model, chunk, max_new_tokens=options.max_new_tokens, temperature=options.temperature,
                     top_p=options.top_p, top_k=options.top_k, eos_ids=self.eos_ids, stop=options.stop,
                     stop_when=stop_when, decode=self._decode, cache=self.kv_cache,
@@ -208,7 +209,7 @@ class HFPolicy:
         self.generation_seconds += time.perf_counter() - start
         return out
 
-    def _finish_row(self, prompt: list[int], row: decoding.RowResult, options: SamplingOptions) -> Generation:
+    def _finish_row(self, prompt: list[int], row: generation.RowResult, options: SamplingOptions) -> Generation:
         """The reply's text: up to the stop string that ended it (ids always keep the stop)."""
         text = self._decode(row.tokens)
         if row.stop_hit is not None:
@@ -303,11 +304,6 @@ class HFPolicy:
         always after the weights change: cached keys belong to the weights that computed them)."""
         self._replies.clear()
         self.kv_cache.clear()
-
-
-def _weights_version(model) -> int:
-    """Changes whenever any parameter is modified in place (optimizer steps, load_state_dict)."""
-    return hash(tuple((id(p), p._version) for p in model.parameters()))
 
 
 def action_end(action_format: str, has_tools: bool = False):

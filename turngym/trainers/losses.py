@@ -1,4 +1,4 @@
-"""Losses, on completion-aligned token tensors of shape [B, T] (see agents/scoring.py).
+"""Losses, on completion-aligned token tensors of shape [B, T] (see agents/engine/scoring.py).
 
 ``mask`` is 1 on the agent's own tokens and 0 elsewhere (padding; observation and tool-result
 tokens never appear in a completion, they live in the prompt). All token losses are

@@ -50,7 +50,7 @@ def batched(items: list, size: int):
 
 def prompt_values(tr: Trainer, prompts: list[list[int]], with_grad: bool = False) -> torch.Tensor:
     """Value head on the (detached) hidden state of each prompt's last token: [B, 2] (low, high)."""
-    from turngym.agents.decoding import keep_last
+    from turngym.agents.engine.generation import keep_last
 
     device = next(tr.model.parameters()).device
     width = max(len(p) for p in prompts)

@@ -30,14 +30,14 @@ from turngym.trainers.samples import Sample, batched, prompt_values
 from turngym.trainers.setup import Trainer, make_optimizer, progress
 
 if TYPE_CHECKING:  # imported where first needed
-    from turngym.agents.scoring import TokenScores
+    from turngym.agents.engine.scoring import TokenScores
     from turngym.core.pool import EnvPool
 
 
 def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *, with_grad: bool,
           reference: bool = False) -> TokenScores:
     """Per-token log-probs of the completions under the policy (or the frozen reference)."""
-    from turngym.agents.scoring import score_completions
+    from turngym.agents.engine.scoring import score_completions
 
     kwargs = dict(temperature=tr.policy.temperature, with_grad=with_grad, pad_id=tr.tokenizer.pad_token_id or 0,
                   compute_entropy=False)
@@ -158,7 +158,7 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
 def prompt_clustered_order(samples: list[Sample], rng: np.random.Generator) -> list[int]:
     """A random order of the samples in which turns with the same prompt (group members in the
     same state) stay together, so that a minibatch holds them all and scoring encodes their
-    prompt once (``agents/scoring.py``); the clusters come in random order."""
+    prompt once (``agents/engine/scoring.py``); the clusters come in random order."""
     clusters: dict[tuple[int, ...], list[int]] = {}
     for k, s in enumerate(samples):
         clusters.setdefault(tuple(s.prompt_ids), []).append(k)

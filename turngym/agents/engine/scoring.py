@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from turngym.agents import decoding
-from turngym.agents.decode_step import KV
-from turngym.agents.decoding import forward_with_cache, from_layers, keep_last, to_layers
+from turngym.agents.engine import generation
+from turngym.agents.engine.decode_step import KV
+from turngym.agents.engine.generation import forward_with_cache, from_layers, keep_last, to_layers
 
 MIN_SHARED_HEAD = 16  # shorter common heads are not worth a second forward call
 
@@ -95,7 +95,7 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
     device = next(model.parameters()).device
     batch = len(prompt_ids)
     head = common_head(prompt_ids) if share_head else 0
-    distinct, owner = decoding.distinct_rows(prompt_ids) if share_head else (prompt_ids, list(range(batch)))
+    distinct, owner = generation.distinct_rows(prompt_ids) if share_head else (prompt_ids, list(range(batch)))
     with torch.set_grad_enabled(with_grad):
         head_kv = None  # the shared head's keys/values, one row
         if head:
@@ -185,10 +185,10 @@ def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, w
                   device) -> KV:
     """Keys/values [distinct, heads, head + width, dim] of each prompt's rest after the shared
     head, left-padded to ``width``: one forward pass per chunk of similar lengths
-    (``decoding.length_chunks``: in the demo's updates one padded pass spent a third of its work
+    (``generation.length_chunks``: in the demo's updates one padded pass spent a third of its work
     on padding), each chunk then padded to the common width with zero columns the mask hides."""
     parts: list[tuple[list[int], KV]] = []
-    for chunk in decoding.length_chunks([len(r) for r in rest], decoding.PAD_SLACK):
+    for chunk in generation.length_chunks([len(r) for r in rest], generation.PAD_SLACK):
         w = len(rest[chunk[0]])  # the chunk's longest; chunks come longest first
         if w == 0:  # nothing after the head: the head's keys/values (if any), then the gap
             base = _expand(head_kv, len(chunk)) if head_kv is not None else \

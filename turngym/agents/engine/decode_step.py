@@ -12,7 +12,7 @@ the weight matmuls run on torch's own CPU kernels instead of oneDNN's. For one r
 kernel reads weights at about 11 GB/s and torch's at 23-26 GB/s (2 threads), which takes a
 batch-1 step from 43 to 31 ms at 500 cached tokens. Their sums round differently, so at batch 1
 the logits equal the module stack's up to bfloat16 rounding (tested), not bit for bit. The switch
-(``torch._C._set_mkldnn_enabled``) is process-wide, so it is flipped only around those matmuls
+(``private.set_mkldnn_enabled``) is process-wide, so it is flipped only around those matmuls
 and only on the main thread; turngym's other torch threads (the asynchronous rollout worker, the
 policy server's generator) keep oneDNN, and the rollout worker never samples while the main
 thread evaluates (``rng_lock``). Attention stays on oneDNN, whose kernels are the fast ones there
@@ -20,7 +20,7 @@ thread evaluates (``rng_lock``). Attention stays on oneDNN, whose kernels are th
 
 The direct step applies only where its arithmetic is the module stack's: a ``LlamaForCausalLM``
 (optionally wrapped in PEFT with plain LoRA adapters) in bfloat16 on CPU, attending with
-``models.cpu_attention`` (whose one-query branch this step repeats), default rotary embeddings.
+``attention.cpu_attention`` (whose one-query branch this step repeats), default rotary embeddings.
 Anything else returns ``None`` and the caller keeps using the module stack.
 
 For one new token per row, with keys/values cached per layer::
@@ -38,6 +38,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from turngym.agents.engine import private
+
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KV], tuple[torch.Tensor, KV]]
 NATIVE_GEMV_ROWS = 1  # batches up to this size run their weight matmuls on torch's own kernels
@@ -51,7 +53,7 @@ def llama_decode_step(model) -> Step | None:
     (see ``_append``), so the caller hands over ``kv`` and keeps only what the step returns."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from turngym.agents.models import CPU_ATTENTION
+    from turngym.agents.engine.attention import CPU_ATTENTION
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(base, "config", None)
@@ -60,7 +62,7 @@ def llama_decode_step(model) -> Step | None:
     inner = base.model
     weight = base.lm_head.weight
     if (weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or base.training
-            or config._attn_implementation != CPU_ATTENTION or getattr(config, "pretraining_tp", 1) > 1
+            or private.attn_implementation(config) != CPU_ATTENTION or getattr(config, "pretraining_tp", 1) > 1
             or getattr(inner.rotary_emb, "rope_type", "default") != "default" or config.hidden_act != "silu"):
         return None
     linears = []
@@ -90,15 +92,15 @@ def llama_decode_step(model) -> Step | None:
         sin = (angles.sin() * rope_scale).to(x.dtype)
         keep = attention.bool()[:, None, None, :]                        # [B, 1, 1, K+1]
         masked = not bool(keep.all())
-        native = (batch <= NATIVE_GEMV_ROWS and torch._C._get_mkldnn_enabled()
+        native = (batch <= NATIVE_GEMV_ROWS and private.mkldnn_enabled()
                   and threading.current_thread() is threading.main_thread())
         if native:
-            torch._C._set_mkldnn_enabled(False)  # back on for attention only
+            private.set_mkldnn_enabled(False)  # back on for attention only
         try:
             logits, out = layers(x, cos, sin, keep, masked, native, kv)
         finally:
             if native:
-                torch._C._set_mkldnn_enabled(True)
+                private.set_mkldnn_enabled(True)
         return logits, out
 
     def layers(x, cos, sin, keep, masked, native, kv):
@@ -111,7 +113,7 @@ def llama_decode_step(model) -> Step | None:
             v = v_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             if native:
-                torch._C._set_mkldnn_enabled(True)
+                private.set_mkldnn_enabled(True)
             keys, values = _append(keys, k), _append(values, v)
             out.append((keys, values))
             # cpu_attention's one-query branch: the query heads sharing a key head are its rows
@@ -131,7 +133,7 @@ def llama_decode_step(model) -> Step | None:
                 a = torch.matmul(p, values.contiguous())
             a = a.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous().reshape(batch, 1, -1)
             if native:
-                torch._C._set_mkldnn_enabled(False)
+                private.set_mkldnn_enabled(False)
             x = x + o_proj(a)
             h = norm2(x)
             x = x + down(F.silu(gate(h)) * up(h))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from turngym.agents.decode_step import KV, llama_decode_step
+from turngym.agents.engine.decode_step import KV, llama_decode_step
 
 PAD_SLACK = 0.25  # padding a prefill chunk may add, as a share of its real tokens
 

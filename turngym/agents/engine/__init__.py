@@ -1,0 +1,12 @@
+"""The CPU decoding engine under ``HFPolicy`` and the trainer: the policies sample with it and
+the trainer scores with it, on the same token layout.
+
+- ``generation``: batched sampling with a key/value cache kept across calls (``generate``,
+  ``PrefixCache``), each token's log-prob and entropy from the logits it was drawn from;
+- ``decode_step``: one decoding step of a Llama model without transformers' layer modules;
+- ``attention``: ``cpu_attention``, sdpa except for one-query bfloat16 decoding on CPU;
+- ``scoring``: per-token log-probs and entropies of recorded completions (``score_completions``);
+- ``private``: every use of torch's and transformers' private API, each with why.
+
+Importing this package loads nothing; each module imports torch itself.
+"""
