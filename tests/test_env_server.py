@@ -442,3 +442,28 @@ def test_remote_pool_refuses_env_side_policies_it_cannot_run():
         with turngym.EnvPool(COUNTER, num_envs=1, backend="remote", servers=[url]) as pool:
             with pytest.raises(ValueError, match="policy: FaultPolicy acts inside the env"):
                 pool.rollout(faulty_env.FaultPolicy(only=()), ["counter-1"])
+
+
+class BlockOnTask:
+    """Blocks the env in C on one task (``block``), submits at once on the others."""
+
+    def __init__(self, task_id: str):
+        self.task_id = task_id
+
+    def act(self, conversations):
+        return ["block" if c.info.get("task_id") == self.task_id else "submit" for c in conversations]
+
+
+@pytest.mark.slow
+def test_remote_pool_blames_the_op_that_hung_not_the_first_of_its_batch():
+    """Two slots on one host, one batch: the op that hangs is the second. The pool's step
+    timeout (2 s, shorter than the server's 60 s) travels with each op, so the server kills that
+    op and fails it alone; the first episode, stepped in the same batch, scores."""
+    with env_server() as (url, store):
+        with turngym.EnvPool(STUCK_COUNTER, num_envs=2, num_workers=1, backend="remote", servers=[url]) as pool:
+            started = time.monotonic()
+            fine, hung = pool.rollout(BlockOnTask("counter-2"), ["counter-1", "counter-2"], step_timeout_s=2.0)
+            assert time.monotonic() - started < 30
+        assert fine.scorable and fine.length == 1 and fine.steps[-1].terminated
+        assert not hung.scorable and hung.metadata["error"].startswith("step timed out: ")
+        assert "step_timeout_s" in hung.metadata["error"] and store.stats()["timed_out"] == 1

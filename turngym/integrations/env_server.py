@@ -10,13 +10,13 @@ A session is one env instance owned by one client. The API mirrors Gymnasium's:
     GET    /sessions/{id}                 tools, admissible actions, instructions, turn
     GET    /sessions/{id}/task_ids?split= the env's task ids
     DELETE /sessions/{id}
-    POST   /batch                         {"ops": [{"op": "reset" | "step" | ..., ...}]}
+    POST   /batch                         {"ops": [{"op": "reset" | "step" | ..., "timeout_s", ...}]}
     GET    /envs, /stats, /health, /openapi.json (the schema), /docs
     /openenv/{env_id}/...                 the same envs for OpenEnv clients (``turngym.integrations.openenv``)
 
 ``info`` is the env's StepInfo, as JSON. Each session's env runs in a process of its own
 (``EnvProcess``), so env code, C code included, can be killed: a call past the step timeout
-kills that process, the session is closed and the answer says ``scorable: false`` (a hung env
+(or past a batch op's own shorter ``timeout_s``) kills that process, the session is closed and the answer says ``scorable: false`` (a hung env
 must not pass for a reward of 0). An env that raises (``SystemExit`` included) or exits
 (``os._exit``) answers 500 with ``scorable: false`` and is rebuilt at the next reset. Either
 way only that session pays. Server threads (``EnvWorkers``) only wait on those processes.
@@ -462,14 +462,23 @@ class SessionStore:
         return len(self.stuck)
 
     # ----- the env calls ---------------------------------------------------------------------------
-    def _env_call(self, session: _Session, name: str, *args) -> Any:
-        """One call into the session's env under the step timeout. A hang kills the process and
+    def _deadline(self, timeout_s: float | None) -> float:
+        """An env call's deadline: the caller's own (``timeout_s``), never past the server's."""
+        if timeout_s is None:
+            return self.limits.step_timeout_s
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise SessionError(400, f"timeout_s: must be a number > 0 or null, got {timeout_s!r}")
+        return min(float(timeout_s), self.limits.step_timeout_s)
+
+    def _env_call(self, session: _Session, name: str, *args, timeout_s: float | None = None) -> Any:
+        """One call into the session's env under its deadline. A hang kills the process and
         closes the session (504); an env that raised or exited is thrown away (500). Both say the
         episode is unscorable. EnvRaised of a kind the caller can own is passed on."""
+        deadline = self._deadline(timeout_s)
         try:
-            return session.process.call(name, *args, timeout=self.limits.step_timeout_s)
+            return session.process.call(name, *args, timeout=deadline)
         except EnvTimeout as e:
-            self._timed_out(session, name, e.process)
+            self._timed_out(session, name, e.process, deadline)
         except EnvDied as e:
             self._env_failed(session, str(e))
         except EnvRaised as e:
@@ -477,13 +486,14 @@ class SessionStore:
                 self._env_failed(session, str(e))
             raise
 
-    def _timed_out(self, session: _Session, doing: str, process: EnvProcess):
+    def _timed_out(self, session: _Session, doing: str, process: EnvProcess, deadline: float | None = None):
         if process.alive():  # killed a second ago, yet not gone
             self.stuck.append(process)
         session.process, session.needs_reset = None, True
         self._drop(session.id)
         self.counts["timed_out"] += 1
-        raise SessionError(504, f"step_timeout_s: the env's {doing} took more than {self.limits.step_timeout_s:g} s; "
+        deadline = self.limits.step_timeout_s if deadline is None else deadline
+        raise SessionError(504, f"step_timeout_s: the env's {doing} took more than {deadline:g} s; "
                                 "its process was killed, the session closed, and its episode is unscorable",
                            scorable=False)
 
@@ -494,7 +504,8 @@ class SessionStore:
         self._close_env(session)
         raise SessionError(500, f"env error (the episode is unscorable): {detail}", scorable=False)
 
-    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, session_id: str, seed: int | None = None, options: dict[str, Any] | None = None,
+              timeout_s: float | None = None):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise SessionError(400, f"seed: must be an integer >= 0 or null, got {seed!r}")
         if options is not None and not isinstance(options, dict):
@@ -504,7 +515,7 @@ class SessionStore:
             if session.process is None:  # rebuilt after a crash
                 self._build(session, while_doing="rebuilding the env")
             try:
-                obs, info = self._env_call(session, "reset", seed, options)
+                obs, info = self._env_call(session, "reset", seed, options, timeout_s=timeout_s)
             except EnvRaised as e:
                 if e.kind == "value":  # bad options: the caller's mistake; the env is fine
                     raise SessionError(400, _naming("options", e.message)) from None
@@ -512,7 +523,8 @@ class SessionStore:
             session.needs_reset, session.over, session.steps = False, None, 0
             return {"observation": obs, "info": info}
 
-    def step(self, session_id: str, action: str, expert: bool = False) -> dict[str, Any]:
+    def step(self, session_id: str, action: str, expert: bool = False,
+             timeout_s: float | None = None) -> dict[str, Any]:
         session = self.get(session_id)
         if not isinstance(action, str):
             raise SessionError(400, f"action: must be a string, got {type(action).__name__}")
@@ -525,7 +537,8 @@ class SessionStore:
             if session.over:
                 raise SessionError(409, f"episode over: {session.over}; call reset to start a new one")
             try:
-                action, obs, reward, terminated, truncated, info = self._env_call(session, "step", action, expert)
+                action, obs, reward, terminated, truncated, info = self._env_call(session, "step", action, expert,
+                                                                                  timeout_s=timeout_s)
             except EnvRaised as e:
                 if e.kind == "reset_needed":  # the env itself refuses
                     session.over = e.message
@@ -682,6 +695,9 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
         seed: int | None = None
         options: dict[str, Any] | None = None
         action: str | None = None
+        timeout_s: float | None = Field(default=None, gt=0, description=(
+            "this op's own deadline in seconds (reset, step, expert_step), at most the server's step timeout: "
+            "past it the env is killed and the op answers 504 (EnvPool's remote backend sends its own)"))
 
     class BatchRequest(BaseModel):
         ops: list[BatchOp]
@@ -700,13 +716,13 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
         if not sid:
             raise SessionError(400, f"session_id: required for op {kind!r}")
         if kind == "reset":
-            return await call(store.reset, sid, op.seed, op.options)
+            return await call(store.reset, sid, op.seed, op.options, op.timeout_s)
         if kind == "step":
             if op.action is None:
                 raise SessionError(400, "action: required for op 'step'")
-            return await call(store.step, sid, op.action)
+            return await call(store.step, sid, op.action, False, op.timeout_s)
         if kind == "expert_step":
-            return await call(store.step, sid, "", True)
+            return await call(store.step, sid, "", True, op.timeout_s)
         if kind == "close":
             return await call(store.close, sid)
         return await call(store.describe, sid)

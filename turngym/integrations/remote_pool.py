@@ -8,9 +8,22 @@ session per slot, created at the slot's first reset. A host's batch of operation
 ``POST /batch`` request, sent from a thread per host, so the servers step in parallel and the
 pool takes results back as soon as any server answers. An op the server fails (env error,
 timeout, expired session) comes back as an error: the pool marks that episode unscorable and the
-slot gets a fresh session at its next reset. A server that cannot be reached fails the episodes
-in flight; after ``max_failures`` batches in a row fail that way the pool stops with an error
-naming the server, since nothing would ever score. Of the policies that act inside the env
+slot gets a fresh session at its next reset.
+
+Which op of a batch hung: a batch is one HTTP request, and the server runs its ops (one per
+session) in parallel, so the client cannot see which op is still running. The server can: each
+op carries its own deadline (``timeout_s``): the pool's step timeout or the time left to its
+episode, whichever comes first, less a margin for the round trip (``DEADLINE_SHARE``). The
+server kills the env that runs past it and answers 504 for that op alone, so the pool fails
+that episode (``step timed out: ...`` or ``episode timed out: ...``) and the batch's other
+episodes go on. Only when the server itself does not answer by the pool's deadline (it is down
+or overloaded, or the network is cut) can nothing tell which op hung: the pool then blames the
+batch's first op (its episode fails as unscorable), forgets the host's sessions and runs its
+other episodes again from reset.
+
+A server that cannot be reached fails the episodes in flight; after ``max_failures`` batches
+in a row fail that way the pool stops with an error naming the server, since nothing would
+ever score. Of the policies that act inside the env
 (``env_side``), only the expert runs here (as the server's ``expert_step``); any other is refused
 with a ValueError, never swapped for the expert.
 """
@@ -19,9 +32,14 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 from turngym.core.pool import BackendKind, drain, register_backend
 from turngym.integrations.env_client import EnvClient
+
+# Share of an op's remaining time the server gets: the rest covers the request's way there and
+# back and the kill, so that the server's precise answer beats the pool's own deadline.
+DEADLINE_SHARE = 0.8
 
 
 def check_env_side(policy) -> None:
@@ -67,8 +85,9 @@ class RemoteBackend:
         threading.Thread(target=self._loop, args=(h, self.generation[h], self.inboxes[h]), daemon=True,
                          name=f"turngym-remote-{h}").start()
 
-    def submit(self, h: int, ops: list[tuple], step_timeout_s: float | None = None) -> None:
-        self.inboxes[h].put(ops)
+    def submit(self, h: int, ops: list[tuple], limits=None) -> None:
+        """Queue host h's batch; ``limits`` (the pool's ``Limits``) set each op's deadline."""
+        self.inboxes[h].put((ops, limits, time.monotonic()))
 
     def poll(self, timeout: float | None) -> list[tuple]:
         """One event per finished op, ``(h, (slot, status, payload))``, as the pool expects."""
@@ -82,7 +101,9 @@ class RemoteBackend:
         return out
 
     def running_op(self, h: int) -> int:
-        return 0  # the pool times the oldest unanswered op of a batch
+        # not visible from here (the server runs a batch's ops in parallel): the pool's own
+        # deadline blames the batch's first op, which happens only if the server never answers
+        return 0
 
     def exit_reason(self, h: int) -> str:
         return "env host died"
@@ -97,13 +118,13 @@ class RemoteBackend:
         self._start(h)
 
     def _loop(self, h: int, generation: int, inbox: queue.Queue) -> None:
-        while (ops := inbox.get()) is not None:
+        while (batch := inbox.get()) is not None:
             try:
-                self.results.put((h, generation, self._run(h, ops)))
+                self.results.put((h, generation, self._run(h, *batch)))
             except BaseException as e:  # raised in the pool's thread by poll()
                 self.results.put((h, generation, e))
 
-    def _run(self, h: int, ops: list[tuple]) -> list[tuple]:
+    def _run(self, h: int, ops: list[tuple], limits=None, submitted: float | None = None) -> list[tuple]:
         server = self.host_server[h]
         url = self.servers[server]
         errors: dict[int, str] = {}
@@ -115,7 +136,7 @@ class RemoteBackend:
                     self.sessions[slot], self.slot_server[slot] = answer["result"]["session_id"], server
                 else:
                     errors[slot] = answer["error"]
-        wire, sent = [], []
+        wire, sent, bounds = [], [], {}
         for i, (kind, slot, *rest) in enumerate(ops):
             sid = self.sessions.get(slot)
             if sid is None:
@@ -129,6 +150,9 @@ class RemoteBackend:
                 wire.append({"op": "expert_step", "session_id": sid})
             else:
                 continue
+            bounds[i] = op_deadline(limits, slot, submitted)
+            if bounds[i] is not None:
+                wire[-1]["timeout_s"] = max(0.05, DEADLINE_SHARE * (bounds[i][0] - time.monotonic()))
             sent.append(i)
         answers = dict(zip(sent, self._send(server, wire) if wire else []))
         results = []
@@ -141,7 +165,10 @@ class RemoteBackend:
             elif not answer["ok"]:
                 if answer.get("status") in (404, 500, 503, 504):  # that session is gone or broken
                     self.sessions.pop(slot, None)
-                results.append((slot, "error", f"{url}: {answer['error']}"))
+                reason = f"{url}: {answer['error']}"
+                if answer.get("status") == 504:  # the server killed this op at its deadline
+                    reason = f"{bounds[i][1] if bounds.get(i) else 'step timed out'}: {reason}"
+                results.append((slot, "error", reason))
             elif kind == "reset":
                 results.append((slot, "ok", (answer["result"]["observation"], answer["result"]["info"])))
             else:
@@ -179,6 +206,19 @@ class RemoteBackend:
                 pass  # the server's idle timeout frees them
             client.close()
         self.sessions.clear()
+
+
+def op_deadline(limits, slot: int, submitted: float | None) -> tuple[float, str] | None:
+    """When the pool gives up on ``slot``'s op (time.monotonic()) and the reason it then gives:
+    its step timeout from the batch's submission, or its episode's end if that comes first."""
+    if limits is None or submitted is None:
+        return None
+    bounds = []
+    if limits.step_timeout_s is not None:
+        bounds.append((submitted + limits.step_timeout_s, "step timed out"))
+    if slot in limits.episode_deadline:
+        bounds.append((limits.episode_deadline[slot], "episode timed out"))
+    return min(bounds) if bounds else None
 
 
 register_backend(BackendKind(
