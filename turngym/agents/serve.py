@@ -30,13 +30,14 @@ from turngym.tools.parsers import split_tool_calls
 
 
 class _Batcher:
-    """One worker thread that runs generation; requests with equal options share a batch."""
+    """The one loop that runs generation (``run``); requests with equal options share a batch.
+    It runs on a thread of its own, or, with ``thread=False``, wherever ``run`` is called."""
 
-    def __init__(self, policy, max_rows: int, wait_s: float = 0.005):
+    def __init__(self, policy, max_rows: int, wait_s: float = 0.005, thread: bool = True):
         self.policy, self.max_rows, self.wait_s = policy, max_rows, wait_s
         self.queue: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._run, name="serve-policy-generate", daemon=True)
-        self.thread.start()
+        if thread:
+            threading.Thread(target=self.run, name="serve-policy-generate", daemon=True).start()
 
     def submit(self, prompts: list[list[int]], options: dict[str, Any]) -> Future:
         future: Future = Future()
@@ -46,7 +47,7 @@ class _Batcher:
     def close(self) -> None:
         self.queue.put(None)
 
-    def _run(self) -> None:
+    def run(self) -> None:
         import torch
 
         held: list = []  # requests taken from the queue whose options differed from the batch's
@@ -89,8 +90,9 @@ class _Batcher:
 
 
 def create_app(policy, served_name: str, api_key: str | None = None, batch_size: int = 8,
-               default_max_tokens: int = 128):
-    """A FastAPI app serving ``policy`` (an ``HFPolicy``) under the model name ``served_name``."""
+               default_max_tokens: int = 128, generator_thread: bool = True):
+    """A FastAPI app serving ``policy`` (an ``HFPolicy``) under the model name ``served_name``.
+    With ``generator_thread=False`` the caller runs ``app.state.batcher.run()`` itself."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -98,7 +100,7 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
     from fastapi.responses import JSONResponse
     from pydantic import BaseModel, ConfigDict, Field
 
-    batcher = _Batcher(policy, max_rows=batch_size)
+    batcher = _Batcher(policy, max_rows=batch_size, thread=generator_thread)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -122,6 +124,7 @@ def create_app(policy, served_name: str, api_key: str | None = None, batch_size:
         return_token_ids: bool = False
 
     app = FastAPI(title="turngym serve-policy", lifespan=lifespan)
+    app.state.batcher = batcher
 
     def error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None):
         return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}},
@@ -267,6 +270,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import os
+    import signal
 
     import uvicorn
 
@@ -286,7 +290,30 @@ def run(args) -> int:
         raise CLIError(str(e)) from None
     api_key = args.api_key or os.environ.get("TURNGYM_API_KEY") or None
     app = create_app(policy, args.served_model_name or name, api_key=api_key, batch_size=args.batch_size,
-                     default_max_tokens=args.max_tokens)
+                     default_max_tokens=args.max_tokens, generator_thread=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level))
+
+    def serve_http() -> None:
+        try:
+            server.run()
+        finally:
+            app.state.batcher.close()  # the generator loop below ends with the server
+
+    def stop(*_) -> None:
+        server.should_exit = True
+        app.state.batcher.close()
+
+    http = threading.Thread(target=serve_http, name="serve-policy-http", daemon=True)
+    http.start()
+    signal.signal(signal.SIGTERM, stop)  # uvicorn off the main thread installs no handlers of its own
     print(f"serving {name} at http://{args.host}:{args.port}/v1", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
-    return 0
+    try:
+        # generation on the main thread: there a one-row decoding step runs its weight matmuls on
+        # torch's own CPU kernels, faster than oneDNN's (the direct decoding step's note)
+        app.state.batcher.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.should_exit = True
+        http.join(timeout=30)
+    return 0 if server.started else 1
