@@ -284,7 +284,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=38)
     parser.add_argument("--tasks-per-update", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (default: the demo's, 3e-4)")
     parser.add_argument("--eval-every", type=int, default=13)
     parser.add_argument("--eval-episodes", type=int, default=134, help="held-out episodes (134: every valid_unseen task)")
     parser.add_argument("--sft-episodes", type=int, default=32)
