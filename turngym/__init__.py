@@ -27,6 +27,7 @@ from turngym.envs import register_builtin_envs
 __version__ = "0.1.0"
 
 register_builtin_envs()
+load_plugins()  # third-party ids, so that gymnasium.make finds them right after this import
 
 __all__ = [
     "STEP_INFO_KEYS", "Completion", "Conversation", "EnvPool", "Policy", "ResetNeeded", "Step", "StepInfo",

@@ -4,8 +4,8 @@
 tags (description, family, modality, needs, turn limit) into ``TAGS``, so after ``import turngym``
 both ``turngym.make(id)`` and ``gymnasium.make(id)`` work. Third-party packages declare an entry
 point in the group ``turngym.envs`` whose target is a function that calls ``turngym.register``;
-those are read lazily (``load_plugins``: on listing, on an unknown id in ``make``, or when called),
-never at import; nothing of Gymnasium's is patched.
+``import turngym`` calls those (``load_plugins``), so Gymnasium's own ``make`` finds plugin ids
+through its public registry; nothing of Gymnasium's is patched.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -96,17 +97,21 @@ def registered_turn_limit(id: str) -> int | None:
 def load_plugins() -> None:
     """Import third-party registrations from the ``turngym.envs`` entry-point group (once).
 
-    ``list_envs`` and an unknown id in ``make`` call it. Gymnasium has no public hook for an id
-    it does not know (its registry is a plain dict, looked up by a private function), so code
-    that uses ``gymnasium.make`` alone calls this first to find plugin ids there."""
+    ``import turngym`` calls it, so plugin ids are in Gymnasium's registry (through its public
+    ``register``) before anyone calls ``gymnasium.make``: Gymnasium has no public hook for an id
+    it does not know. A plugin that fails to load is a warning naming it, never an import error."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        target = ep.load()
-        if callable(target):
-            target()
+        try:
+            target = ep.load()
+            if callable(target):
+                target()
+        except Exception as exc:  # one broken package must not break `import turngym`
+            warnings.warn(f"turngym plugin {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}",
+                          stacklevel=2)
 
 
 def tags(id: str) -> EnvTags:
