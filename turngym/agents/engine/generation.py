@@ -9,8 +9,9 @@ starts from the longest cached prefix it shares with any of them:
 - a sibling of its group (identical first prompt: prefilled once, then shared);
 - any episode of the same env (the system prompt and instructions are a common prefix).
 
-``generate`` prefills every prompt's uncached suffix in one batched forward pass (cached prefixes
-and suffixes padded, the gaps masked), then decodes all rows together, one token per step,
+``generate`` prefills every prompt's uncached suffix in batched forward passes, rows of similar
+suffix length together (cached prefixes and suffixes padded, the gaps masked), then decodes all
+rows together, one token per step,
 left-padding the caches to a common width; rows that finish leave the batch at once. Keys are
 cached after rotary embedding at their true positions, and padding is masked, so a row's logits
 equal a fresh full forward pass up to float rounding.

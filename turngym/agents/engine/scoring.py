@@ -156,10 +156,11 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
         if r:
             mask[u, head + width - len(r):] = 1
     past = None  # stays None for one-token prompts and no head: nothing before the last token
-    if width:  # each row gathers its prompt's keys/values
-        index = torch.tensor(owner, dtype=torch.long, device=device)
-        past = from_layers([(k.index_select(0, index), v.index_select(0, index))
-                            for k, v in _encode_rests(model, rest, head, head_kv, width, pad_id, device)])
+    if width:  # each row gathers its prompt's keys/values, which come in the order encoded
+        kv, order = _encode_rests(model, rest, head, head_kv, width, pad_id, device)
+        where = {u: i for i, u in enumerate(order)}
+        index = torch.tensor([where[u] for u in owner], dtype=torch.long, device=device)
+        past = from_layers([(k.index_select(0, index), v.index_select(0, index)) for k, v in kv])
     elif head_kv is not None:
         past = from_layers(_expand(head_kv, batch))
     max_completion = max(len(c) for c in completion_ids)
@@ -182,11 +183,13 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
 
 
 def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, width: int, pad_id: int,
-                  device) -> KV:
-    """Keys/values [distinct, heads, head + width, dim] of each prompt's rest after the shared
-    head, left-padded to ``width``: one forward pass per chunk of similar lengths
-    (``generation.length_chunks``: in the demo's updates one padded pass spent a third of its work
-    on padding), each chunk then padded to the common width with zero columns the mask hides."""
+                  device) -> tuple[KV, list[int]]:
+    """(keys/values [distinct, heads, head + width, dim] of each prompt's rest after the shared
+    head, left-padded to ``width``; the prompt index of each of their rows, longest rest first).
+
+    One forward pass per chunk of similar lengths (``generation.length_chunks``: in the demo's
+    updates one padded pass computed 1.28x the real tokens), each chunk then padded to the common
+    width with zero columns the mask hides. The caller's gather puts the rows in place."""
     parts: list[tuple[list[int], KV]] = []
     for chunk in generation.length_chunks([len(r) for r in rest], generation.PAD_SLACK):
         w = len(rest[chunk[0]])  # the chunk's longest; chunks come longest first
@@ -212,11 +215,7 @@ def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, w
     kv = parts[0][1] if len(parts) == 1 else \
         [(torch.cat([part[layer][0] for _, part in parts]), torch.cat([part[layer][1] for _, part in parts]))
          for layer in range(len(parts[0][1]))]
-    order = [u for chunk, _ in parts for u in chunk]  # longest first: back to the prompts' order
-    if order != list(range(len(order))):
-        back = torch.tensor(sorted(range(len(order)), key=order.__getitem__), dtype=torch.long, device=device)
-        kv = [(k.index_select(0, back), v.index_select(0, back)) for k, v in kv]
-    return kv
+    return kv, [u for chunk, _ in parts for u in chunk]
 
 
 def _pad_after(kv: KV, at: int, extra: int) -> KV:
