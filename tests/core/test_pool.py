@@ -200,3 +200,34 @@ def test_one_list_of_backend_names_and_a_table_integrations_register_into():
     with turngym.EnvPool("turngym-tests/Counter-v0", num_envs=4, backend=mine) as pool:
         trajs = pool.rollout(ExpertPolicy(), TRAIN[:3])
     assert started == [2] and pool.backend_name == "mine" and all(t.success for t in trajs)
+
+
+@pytest.mark.slow
+def test_episodes_whose_step_answers_during_the_wait_share_one_policy_call():
+    # Thread backend, 4 episodes: one env step answers at once, three take 0.4 s ("slow" in the
+    # faulty env), the policy takes 1 s a call. A scheduler that asks the policy as soon as one
+    # episode waits splits every turn in two calls (1 + 3) that stay out of phase; waiting up to
+    # one policy call's time for the steps in flight keeps the 4 in one batch every turn.
+    import faulty_env
+
+    faulty_env.register()
+
+    class Timed:
+        def __init__(self):
+            self.sizes: list[int] = []
+
+        def act(self, convs):
+            self.sizes.append(len(convs))
+            time.sleep(1.0)
+            out = []
+            for c in convs:
+                turn = sum(m["role"] == "assistant" for m in c.messages)
+                fast = "Target 1." in c.messages[1]["content"]  # counter-11
+                out.append("submit" if turn == 2 else "inc" if fast else "slow")
+            return out
+
+    policy = Timed()
+    with turngym.EnvPool("turngym-tests/Faulty-v0", num_envs=4, backend="thread") as pool:
+        trajs = pool.rollout(policy, ["counter-1", "counter-7", "counter-9", "counter-11"])
+    assert [t.length for t in trajs] == [3, 3, 3, 3]
+    assert policy.sizes == [4, 4, 4]

@@ -1,6 +1,7 @@
 """The rollout loop: start episodes on free slots, hand every slot that waits for an action to
-the policy in one batch, send the actions to the hosts, take results back as soon as any host
-answers, and enforce the deadlines.
+the policy in one batch (after waiting, at most one policy call's time, for env steps about to
+answer), send the actions to the hosts, take results back as soon as any host answers, and
+enforce the deadlines.
 
 All of a rollout's state is the ``Rollout`` object's fields, so each step of the loop is a small
 method over them.
@@ -24,6 +25,9 @@ from turngym.core.records import Step, Trajectory
 STARTUP_GRACE_S = 120.0
 #: how the reasons of episodes ended by a deadline start (their last step gets done_reason "timeout")
 TIMEOUT_REASONS = ("step timed out", "episode timed out")
+#: how long the first policy call waits for env ops in flight to join its batch (later calls wait
+#: as long as the previous call took; see Rollout.gather)
+FIRST_GATHER_S = 1.0
 
 
 @dataclass
@@ -62,10 +66,14 @@ class Rollout:
         self.op_started: dict[int, float] = {}      # host -> when its oldest unanswered op started
         self.seen_op: dict[int, int] = {}           # host -> the running op index last seen (batched hosts)
         self.deaths = [0] * (max(slot_host.values()) + 1)  # host deaths with no answer in between
+        self.act_s: float | None = None             # how long the last policy call took
+        self.act_ended = float("-inf")              # time.monotonic() when it returned
 
     def run(self) -> list[Trajectory]:
         while self.todo or self.running:
             self.start_episodes()
+            if self.waiting:
+                self.gather()
             self.expire_idle_episodes()
             if self.waiting:
                 self.ask_policy()
@@ -142,13 +150,42 @@ class Rollout:
 
     # ----- ops ---------------------------------------------------------------------------------
 
+    def gather(self) -> None:
+        """Before the policy is asked, wait a little for env ops in flight, so that episodes
+        whose step is about to answer join this batch instead of a call of their own.
+
+        A policy call is the slow part of a turn, and a batch split in two costs a whole call
+        every turn from then on (the halves stay out of phase), so waiting up to as long as the
+        last call took pays off. Ops already in flight before the last call returned are not
+        waited for: a slow or hung env holds the others back at most once. The inline backend
+        never has ops in flight here, so its batches stay as they were."""
+        if self.env_side:
+            return
+        window = FIRST_GATHER_S if self.act_s is None else self.act_s
+        until = time.monotonic() + window
+        while True:
+            pending = [h for h in self.inflight if self.op_started[h] >= self.act_ended]
+            now = time.monotonic()
+            if not pending or now >= until:
+                return
+            wait = until - now
+            deadline_wait = self.wait_time()
+            if deadline_wait is not None:
+                wait = min(wait, deadline_wait)
+            for h, result in self.backend.poll(wait):
+                self.take(h, result)
+            self.check_deadlines()
+
     def ask_policy(self) -> None:
         if self.env_side:
             for slot in self.waiting:
                 self.outbox.setdefault(self.slot_host[slot], []).append(("env_side", slot, self.policy))
         else:
             convs = [self.running[s].conversation for s in self.waiting]
+            started = time.monotonic()
             outs = self.policy.act(convs)
+            self.act_ended = time.monotonic()
+            self.act_s = self.act_ended - started
             if len(outs) != len(convs):
                 raise RuntimeError(f"policy returned {len(outs)} completions for {len(convs)} conversations")
             for slot, out in zip(self.waiting, outs):
