@@ -35,11 +35,7 @@ def demo_config(demo_argv: list[str], run_dir: Path, extra: list[str]):
     from turngym import demo
     from turngym.trainers.config import load_config
 
-    parser = argparse.ArgumentParser()
-    demo.add_arguments(parser)
-    args = parser.parse_args(["--no-progress", "--eval-split", SPLIT, "--run-dir", str(run_dir), *demo_argv])
-    if not args.num_envs:
-        args.num_envs = demo.eval_episodes(args)
+    args = demo.parse(["--no-progress", "--eval-split", SPLIT, "--run-dir", str(run_dir), *demo_argv])
     return load_config(None, [*demo.demo_overrides(args), "tensorboard=false", *extra]), args
 
 

@@ -47,9 +47,7 @@ def common(args) -> list[str]:
     RL sizes), with this benchmark's sizes; each stage appends its own overrides after these."""
     from turngym import demo
 
-    parser = argparse.ArgumentParser()
-    demo.add_arguments(parser)
-    demo_args = parser.parse_args([
+    demo_args = demo.parse([
         "--model", args.model, "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
         "--max-turns", str(args.max_turns), "--shaped-reward", str(args.shaped_reward),
         "--tasks-per-update", str(args.tasks_per_update), "--group-size", str(args.group_size),

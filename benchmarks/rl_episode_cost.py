@@ -159,7 +159,6 @@ def measured_rates(overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    import argparse as _argparse
 
     from turngym import demo
 
@@ -172,10 +171,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    parser = _argparse.ArgumentParser()
-    demo.add_arguments(parser)
-    demo_args = parser.parse_args(["--no-progress", "--num-envs", "16"])
-    overrides = [*demo.demo_overrides(demo_args), "tensorboard=false", "save_rollouts=false",
+    overrides = [*demo.demo_overrides(demo.parse(["--no-progress", "--num-envs", "16"])), "tensorboard=false", "save_rollouts=false",
                  "run_dir=runs/rl_episode_cost"]
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "sft": str(args.sft),
            "rates": measured_rates(overrides), "paths": []}

@@ -53,7 +53,7 @@ def demo_overrides(args) -> list[str]:
     """
     return [
         f"run_dir={args.run_dir}", f"seed={args.seed}", "resume=false", "checkpoint_every=0",
-        f"env.id={ENV_ID}", f"env.eval_split={args.eval_split}", "env.backend=inline", f"env.num_envs={args.num_envs}",
+        f"env.id={ENV_ID}", f"env.eval_split={args.eval_split}", "env.backend=inline", f"env.num_envs={args.num_envs or eval_episodes(args)}",
         f"env.max_turns={args.max_turns}",
         f"env.kwargs={{shaped_reward: {args.shaped_reward}, invalid_action_penalty: {args.invalid_penalty}, "
         "admissible_in_observation: false}",
@@ -121,6 +121,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "e.g. --set sft.epochs=2")
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The demo's arguments from a list (the benchmarks build their runs on the demo's settings)."""
+    parser = argparse.ArgumentParser(prog="turngym demo")
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
 def eval_episodes(args) -> int:
     return args.eval_episodes or (TEST_TASKS if args.eval_split == "valid_unseen" else SEEN_TASKS)
 
@@ -132,8 +139,6 @@ def eval_every(args) -> int:
 def run(args) -> int:
     from turngym.trainers.config import dump_yaml, load_config
 
-    if not args.num_envs:
-        args.num_envs = eval_episodes(args)
     cfg = load_config(None, demo_overrides(args))
     if args.show_config:
         print(dump_yaml(cfg), end="")
