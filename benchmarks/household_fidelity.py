@@ -12,7 +12,7 @@ reach, opening from afar, ``help``, nonsense...). The same commands go to the ho
 (``turngym/Household-v0`` reading the file) and to the real engine (``turngym/ALFWorld-v0``, in
 the reference venv). Per step it compares the admissible sets, whether the command was valid,
 the goal status and the observation text. ``--golden`` also writes what the real engine said for
-the first games, for tests/test_household_fidelity.py to replay without the engine.
+the first games, for tests/envs/test_household_fidelity.py to replay without the engine.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
     nice -n 19 .venv/bin/python benchmarks/must_learn_mutants.py [MUTANT ...]
 
 Each mutant is injected with monkeypatch (the trainer's files are untouched), then this runs:
-the one-turn and the multi-turn must-learn checks of tests/test_must_learn.py (their learning
+the one-turn and the multi-turn must-learn checks of tests/trainers/test_must_learn.py (their learning
 and first-minibatch-ratio assertions, as functions that report instead of assert) and the
-sharp unit tests of tests/test_losses.py. The table says FAIL where a check caught the bug;
+sharp unit tests of tests/trainers/test_losses.py. The table says FAIL where a check caught the bug;
 the "none" row must pass everywhere. About 40 s a row on a quiet core.
 
 Mutants:

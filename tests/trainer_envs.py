@@ -70,7 +70,7 @@ class NoLetterETwiceEnv(CounterEnv):
     a reply token on one turn raises it on the other; the policy stayed at chance or collapsed
     onto one token that keeps one rule, where every group ties and learning stops (18 of 19 runs
     over learning rates, adapters, seeds and prompts; see docs/training.md). Whether each turn's advantage lands on its own tokens is checked directly
-    in tests/test_losses.py.
+    in tests/trainers/test_losses.py.
     """
 
     RULE = "Reply with a word that has no letter e."

@@ -1,5 +1,5 @@
 """TurnGRPOTrainer on a Counter with dense, random-looking rewards with the tiny model, recording what each
-generation produced and what each loss call trained on (tests/test_integrations_trl.py checks it).
+generation produced and what each loss call trained on (tests/integrations/test_integrations_trl.py checks it).
 
     accelerate launch --num_processes 2 --cpu tests/trl_turns.py OUT_DIR ESTIMATOR
 

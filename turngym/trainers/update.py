@@ -180,7 +180,7 @@ class FirstRatios:
     recorded one token off). Logged as ``policy/first_ratio_mean``, ``..._mean_dev`` (mean
     |ratio - 1|) and ``..._max_dev``. In bfloat16 the sampler's and the scorer's rounding differ:
     on SmolLM2-135M with LoRA, mean |ratio - 1| about 0.06 and single tokens up to about 0.25
-    (tests/test_decode_step.py), so the warning looks at the mean, not the largest.
+    (tests/agents/test_decode_step.py), so the warning looks at the mean, not the largest.
     """
 
     def __init__(self):

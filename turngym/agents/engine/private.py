@@ -1,6 +1,6 @@
 """Every use the CPU decoding engine makes of torch's and transformers' private or version-bound API.
 
-Each helper says why it is needed and what breaks without it. tests/test_engine_private.py
+Each helper says why it is needed and what breaks without it. tests/agents/test_engine_private.py
 calls each one on the installed versions, so an upgrade that removes one fails there, by name,
 instead of somewhere inside a decoding step. Nothing here patches the other library: these are
 reads and process-wide switches that torch and transformers offer but do not document.

@@ -1,0 +1,60 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turngym.cli import BUILTIN_COMMANDS, EXTERNAL_COMMANDS, main
+from turngym.core.records import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    # contract_env registers the test envs, as the conftest does in this process
+    code = "import sys, contract_env; contract_env.register(); from turngym.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, input=input,
+                          env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+def test_list_shows_ids_tags_and_descriptions(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "turngym-tests/Counter-v0" in out and "[tests/text]" in out and "contract test env" in out
+
+
+def test_eval_prints_a_table_and_writes_trajectories(tmp_path, capsys):
+    out_file = tmp_path / "eval.jsonl"
+    assert main(["eval", "turngym-tests/Counter-v0", "--policy", "expert", "--split", "test",
+                 "--out", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "success_rate" in out and "1.000" in out
+    trajs = read_jsonl(out_file)
+    assert len(trajs) == 4 and all(t.success for t in trajs)
+
+
+@pytest.mark.slow
+def test_unknown_env_and_bad_policy_give_one_clear_line():
+    r = run_cli("eval", "turngym-tests/Nope-v0")
+    assert r.returncode == 2 and "unknown env id" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("eval", "turngym-tests/Counter-v0", "--policy", "magic")
+    assert r.returncode == 2 and "--policy" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("eval", "turngym-tests/Counter-v0", "--split", "nope")
+    assert r.returncode == 2 and "split" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("eval", "turngym-tests/Counter-v0", "--episodes", "many")
+    assert r.returncode == 2 and "--episodes" in r.stderr
+
+
+@pytest.mark.parametrize("command", [*BUILTIN_COMMANDS, *EXTERNAL_COMMANDS])
+@pytest.mark.slow
+def test_help_on_every_command(command):
+    r = run_cli(command, "--help")
+    assert r.returncode == 0 and "usage: turngym" in r.stdout
+
+
+def test_play_in_the_terminal():
+    r = run_cli("play", "turngym-tests/Counter-v0", "--task-id", "counter-6", "--seed", "0",
+                input="inc\ninc\ninc\ninc\ninc\nsubmit\n")
+    assert r.returncode == 0, r.stderr
+    assert "Admissible actions: dec | inc | submit" in r.stdout
+    assert "Episode over" in r.stdout

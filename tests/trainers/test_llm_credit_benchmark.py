@@ -1,0 +1,74 @@
+"""``benchmarks/llm_credit_assignment.py`` end to end on the tiny model: every run starts from the
+shared SFT stage, a rerun skips finished runs, and the report pairs each run's held-out episodes
+with the SFT checkpoint's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turngym.core.records import Step, Trajectory, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "llm_credit_assignment.py"
+SMALL = ["--model", "tiny", "--estimators", "grpo,rloo,gigpo", "--seeds", "0", "--updates", "1", "--eval-every", "1",
+         "--eval-episodes", "3", "--sft-episodes", "2", "--tasks-per-update", "1", "--group-size", "2",
+         "--threads", "1"]
+
+
+def bench(out: Path, *extra: str) -> str:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--figure", str(out / "fig.png"),
+                           "--results", str(out / "kept"), *SMALL, *extra], capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_runs_resume_and_report(tmp_path):
+    first = bench(tmp_path)
+    assert "gigpo seed 0: running" in first and "grpo seed 0: running" in first and "rloo seed 0: running" in first
+    results = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/result.json")}
+    assert set(results) == {"gigpo-s0", "grpo-s0", "rloo-s0"}
+    for r in results.values():
+        assert r["updates"] == 1 and r["episodes"] == 2  # equal episodes for every estimator
+        assert r["vs_sft"]["episodes"] == 3
+        assert len(r["outcomes"]["1"]) == 3  # every held-out task's outcome is kept
+    # the compact results the repository keeps, and the pairing with GRPO
+    assert {p.stem for p in (tmp_path / "kept" / "runs").glob("*.json")} == {"gigpo-s0", "grpo-s0", "rloo-s0"}
+    assert "against GRPO" in first and "| gigpo | 1 |" in first.split("against GRPO")[-1]
+    config = (tmp_path / "runs" / "rloo-s0" / "config.yaml").read_text()
+    assert "scale" not in config.split("estimator_args")[1].split("\n")[0]  # RLOO takes no options
+    again = bench(tmp_path)
+    assert "gigpo seed 0: done, skipped" in again and "grpo seed 0: done, skipped" in again
+    assert (tmp_path / "fig.png").exists()
+    table = bench(tmp_path, "--report")
+    assert "| gigpo | 1 |" in table and "+0/-0" in table
+
+
+def _episodes(path: Path, outcomes: list[tuple[str, bool]]) -> None:
+    write_jsonl(path, [Trajectory(env_id="e", task_id=task, seed=0, success=ok,
+                                  steps=[Step(turn=0, observation="", action="a", reward=float(ok))])
+                       for task, ok in outcomes], append=False)
+
+
+def test_paired_change_counts_flips_task_by_task(tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import llm_credit_assignment as bench_module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    run = tmp_path / "runs" / "gigpo-s0"
+    _episodes(tmp_path / "sft" / "eval" / "update_0000.jsonl", [("a", True), ("b", False), ("c", False), ("d", True)])
+    _episodes(run / "eval" / "update_0004.jsonl", [("a", True), ("b", True), ("c", True), ("d", False)])
+    assert bench_module.paired_change(tmp_path, run, 4) == {"gained": 2, "lost": 1, "episodes": 4}
+    # another task order: not the same episodes, so nothing is paired
+    _episodes(run / "eval" / "update_0004.jsonl", [("b", True), ("a", True), ("c", True), ("d", False)])
+    assert bench_module.paired_change(tmp_path, run, 4) is None
+    result = {"estimator": "gigpo", "seed": 0, "updates": 4}
+    (run / "result.json").write_text(json.dumps(result))
+    assert bench_module.paired_text([bench_module.paired_of(tmp_path, result), {"gained": 1, "lost": 0}]) == "?, +1/-0"
