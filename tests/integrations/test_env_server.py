@@ -467,3 +467,25 @@ def test_remote_pool_blames_the_op_that_hung_not_the_first_of_its_batch():
         assert fine.scorable and fine.length == 1 and fine.steps[-1].terminated
         assert not hung.scorable and hung.metadata["error"].startswith("step timed out: ")
         assert "step_timeout_s" in hung.metadata["error"] and store.stats()["timed_out"] == 1
+
+
+class SetCounter(CounterEnv):
+    """Counter whose step info carries a set, which json.dumps refuses and FastAPI's encoder takes."""
+
+    def _step(self, action):
+        obs, reward, terminated, truncated, info = super()._step(action)
+        return obs, reward, terminated, truncated, {**info, "extra": {"seen": {"inc"}}}
+
+
+turngym.register("turngym-tests/SetCounter-v0", SetCounter, max_episode_steps=20, family="tests")
+
+
+def test_answers_that_json_cannot_write_take_fastapis_encoder():
+    with env_server() as (url, _):
+        client = EnvClient(url)
+        sid = client.create("turngym-tests/SetCounter-v0")["session_id"]
+        client.reset(sid, seed=0)
+        assert client.step(sid, "inc")["info"]["extra"] == {"seen": ["inc"]}
+        (op,) = client.batch([{"op": "step", "session_id": sid, "action": "inc"}])
+        assert op["ok"] and op["result"]["info"]["extra"] == {"seen": ["inc"]}
+        client.close()
