@@ -489,3 +489,38 @@ def test_answers_that_json_cannot_write_take_fastapis_encoder():
         (op,) = client.batch([{"op": "step", "session_id": sid, "action": "inc"}])
         assert op["ok"] and op["result"]["info"]["extra"] == {"seen": ["inc"]}
         client.close()
+
+
+def test_a_batch_of_steps_runs_them_at_once_and_each_answers_for_itself():
+    """One /batch, one step per session (the remote pool's batch, run by store.step_many): two
+    that hang past their timeout_s, one env that raises, one step after its episode ended, one
+    session busy with another call, and two fine steps. Each gets its own answer; the hangs
+    are killed together (one timeout, not two); the busy one waits for its lock."""
+    with env_server(step_timeout_s=30) as (url, store):
+        client = EnvClient(url)
+        names = ["fine", "hang_a", "hang_b", "raises", "ended", "busy", "fine_2"]
+        env_ids = {"hang_a": "turngym-tests/SleepyCounter-v0", "hang_b": "turngym-tests/SleepyCounter-v0",
+                   "raises": "turngym-tests/CrashyCounter-v0"}
+        sids = {n: client.create(env_ids.get(n, COUNTER))["session_id"] for n in names}
+        for n in names:
+            client.reset(sids[n], seed=0, options={"task_id": "counter-1"})
+        client.step(sids["ended"], "submit")
+        actions = {"hang_a": "sleep", "hang_b": "sleep", "raises": "dec", "ended": "inc"}
+        held = store.sessions[sids["busy"]].lock
+        held.acquire()  # another call on that session is under way
+        threading.Timer(0.5, held.release).start()
+        started = time.monotonic()
+        results = client.batch([{"op": "step", "session_id": sids[n], "action": actions.get(n, "inc"),
+                                 **({"timeout_s": 1.0} if n.startswith("hang") else {})} for n in names])
+        took = time.monotonic() - started
+        by_name = dict(zip(names, results))
+        for n in ("fine", "fine_2", "busy"):
+            assert by_name[n]["ok"] and by_name[n]["result"]["info"]["turn"] == 1, by_name[n]
+        for n in ("hang_a", "hang_b"):
+            assert by_name[n]["status"] == 504 and by_name[n]["scorable"] is False
+        assert by_name["raises"]["status"] == 500 and "simulated env crash" in by_name["raises"]["error"]
+        assert by_name["ended"]["status"] == 409 and "episode over" in by_name["ended"]["error"]
+        assert took < 2.5, took  # the two 1 s timeouts ran side by side
+        assert store.stats()["timed_out"] == 2
+        assert client.step(sids["fine"], "inc")["info"]["turn"] == 2  # the sessions go on
+        client.close()

@@ -42,6 +42,7 @@ import traceback
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_connections
 from typing import Any
 
 import turngym
@@ -216,23 +217,40 @@ class EnvProcess:
 
     def call(self, name: str, *args, timeout: float) -> Any:
         """Run ``ENV_CALLS[name](env, *args)`` in the process; EnvRaised, EnvDied or EnvTimeout."""
+        self.send(name, *args)
+        return self._answer(timeout)
+
+    def send(self, name: str, *args) -> None:
+        """The first half of ``call``: the request goes out (EnvDied if the process is gone)."""
         try:
             self.conn.send((name, args))
         except OSError:
             raise self._died() from None
-        return self._answer(timeout)
 
     def _answer(self, timeout: float) -> Any:
         try:
-            if not self.conn.poll(timeout):
-                self.kill()
-                raise EnvTimeout(self)
+            ready = self.conn.poll(timeout)
+        except (EOFError, OSError):
+            raise self._died() from None
+        if not ready:
+            raise self.time_out()
+        return self.receive()
+
+    def receive(self) -> Any:
+        """The second half of ``call``, once ``conn`` is readable: the env's answer, or
+        EnvRaised / EnvDied."""
+        try:
             status, payload = self.conn.recv()
         except (EOFError, OSError):
             raise self._died() from None
         if status != "ok":
             raise EnvRaised(status, payload)
         return payload
+
+    def time_out(self) -> "EnvTimeout":
+        """Kill the process whose call ran past its deadline; the EnvTimeout to raise."""
+        self.kill()
+        return EnvTimeout(self)
 
     def _died(self) -> EnvDied:
         self.process.join(timeout=1)
@@ -526,27 +544,100 @@ class SessionStore:
 
     def step(self, session_id: str, action: str, expert: bool = False,
              timeout_s: float | None = None) -> dict[str, Any]:
+        (result,) = self.step_many([(session_id, action, expert, timeout_s)])
+        if isinstance(result, SessionError):
+            raise result
+        return result
+
+    def step_many(self, steps: list[tuple[str, str, bool, float | None]]) -> list[Any]:
+        """Step several sessions at once, in this thread: every env gets its action before any
+        answer is awaited, and answers are taken as they come (``/batch`` pays one thread hop for
+        N steps, not N). Each step is ``(session_id, action, expert, timeout_s)``, on distinct
+        sessions; its result is the answer or the SessionError that ``step`` raises. A session busy
+        with another call does not hold up the others: it is sent last, once its lock is free (up
+        to the step timeout)."""
+        if len({step[0] for step in steps}) != len(steps):
+            raise ValueError("step_many: one step per session (a session's steps run in order)")
+        results: list[Any] = [None] * len(steps)
+        running: dict[Any, tuple[int, _Session, float, float]] = {}   # conn -> (index, session, due, deadline)
+        busy = []
+        try:
+            for wait_for_lock in (False, True):
+                for i in (range(len(steps)) if not wait_for_lock else busy):
+                    try:
+                        started = self._start_step(*steps[i], wait_for_lock=wait_for_lock)
+                    except SessionError as e:
+                        results[i] = e
+                        continue
+                    if started is None:
+                        busy.append(i)
+                    else:
+                        session, deadline = started
+                        running[session.process.conn] = (i, session, time.monotonic() + deadline, deadline)
+            while running:
+                due = min(entry[2] for entry in running.values())
+                ready = set(wait_connections(list(running), timeout=max(0.0, due - time.monotonic())))
+                now = time.monotonic()
+                for conn in [c for c, entry in running.items() if c in ready or entry[2] <= now]:
+                    i, session, _, deadline = running.pop(conn)
+                    results[i] = self._finish_step(session, steps[i][2], deadline, answered=conn in ready)
+        finally:
+            # left only by an error of the server itself: their answers would come to the next
+            # call, so their envs go (rebuilt at the next reset)
+            for _, session, _, _ in running.values():
+                self._close_env(session)
+                session.lock.release()
+        return results
+
+    def _start_step(self, session_id: str, action: str, expert: bool, timeout_s: float | None,
+                    wait_for_lock: bool) -> tuple[_Session, float] | None:
+        """Check one step and send it to its env, holding the session's lock (released by
+        ``_finish_step``); None when the lock is busy and ``wait_for_lock`` is False."""
         session = self.get(session_id)
         if not isinstance(action, str):
             raise SessionError(400, f"action: must be a string, got {type(action).__name__}")
         if not expert and len(action) > self.limits.max_action_chars:
             raise SessionError(413, f"action: {len(action)} characters, more than max_action_chars="
                                     f"{self.limits.max_action_chars}")
-        with self._held(session):
+        if not wait_for_lock:
+            if not session.lock.acquire(blocking=False):
+                return None
+        elif not session.lock.acquire(timeout=self.limits.step_timeout_s):
+            raise SessionError(409, f"session_id: {session.id!r} is busy with another call; send one at a time")
+        try:
             if session.needs_reset:
                 raise SessionError(409, "reset needed: call reset before step (or after an env error)")
             if session.over:
                 raise SessionError(409, f"episode over: {session.over}; call reset to start a new one")
+            deadline = self._deadline(timeout_s)
             try:
-                action, obs, reward, terminated, truncated, info = self._env_call(session, "step", action, expert,
-                                                                                  timeout_s=timeout_s)
+                session.process.send("step", action, expert)
+            except EnvDied as e:
+                self._env_failed(session, str(e))
+        except BaseException:
+            session.lock.release()
+            raise
+        return session, deadline
+
+    def _finish_step(self, session: _Session, expert: bool, deadline: float, answered: bool) -> Any:
+        """Take one step's answer (``answered``) or kill its env (past the deadline), then release
+        the session's lock; the answer, or the SessionError of what went wrong."""
+        try:
+            try:
+                if not answered:
+                    raise session.process.time_out()
+                action, obs, reward, terminated, truncated, info = session.process.receive()
+            except EnvTimeout as e:
+                self._timed_out(session, "step", e.process, deadline)
+            except EnvDied as e:
+                self._env_failed(session, str(e))
             except EnvRaised as e:
                 if e.kind == "reset_needed":  # the env itself refuses
                     session.over = e.message
                     raise SessionError(409, f"episode over: {e.message}") from None
                 if e.kind == "not_implemented":
                     raise SessionError(400, f"expert: {e.message}") from None
-                self._env_failed(session, str(e))  # a ValueError from step: the env's fault
+                self._env_failed(session, str(e))  # raised in step (a ValueError too): the env's fault
             session.steps += 1
             self.counts["steps"] += 1
             if terminated or truncated:
@@ -557,6 +648,10 @@ class SessionStore:
             if expert:
                 out["action"] = action
             return out
+        except SessionError as e:
+            return e
+        finally:
+            session.lock.release()
 
     def describe(self, session_id: str) -> dict[str, Any]:
         session = self.get(session_id)
@@ -809,6 +904,10 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
     async def close(session_id: str):
         return await call(store.close, session_id)
 
+    def steps_alone(op: BatchOp) -> bool:
+        """A step op that store.step_many can take (a step without its action gets run_op's 400)."""
+        return bool(op.session_id) and (op.op == "expert_step" or (op.op == "step" and op.action is not None))
+
     @app.post("/batch")
     async def batch(req: BatchRequest):
         """Run many ops in one request. Ops on one session run in the given order; ops on
@@ -818,6 +917,14 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
         chains: dict[Any, list[int]] = {}
         for i, op in enumerate(req.ops):
             chains.setdefault(op.session_id if op.op != "create" else ("create", i), []).append(i)
+        # the common batch (EnvPool's remote backend): one step per session, all stepped at once
+        # by one worker (store.step_many) instead of one worker call each
+        together = [ix[0] for ix in chains.values() if len(ix) == 1 and steps_alone(req.ops[ix[0]])]
+        if len(together) > 1:
+            taken = set(together)
+            chains = {key: ix for key, ix in chains.items() if ix[0] not in taken}
+        else:
+            together = []
 
         async def run_chain(indices: list[int]) -> None:
             for i in indices:
@@ -826,7 +933,15 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
                 except SessionError as e:
                     results[i] = {"ok": False, "status": e.status, "error": e.message, "scorable": e.scorable}
 
-        await asyncio.gather(*(run_chain(ix) for ix in chains.values()))
+        async def run_together() -> None:
+            steps = [(req.ops[i].session_id, req.ops[i].action or "", req.ops[i].op == "expert_step",
+                      req.ops[i].timeout_s) for i in together]
+            for i, result in zip(together, await call(store.step_many, steps)):
+                results[i] = ({"ok": False, "status": result.status, "error": result.message,
+                               "scorable": result.scorable} if isinstance(result, SessionError)
+                              else {"ok": True, "result": result})
+
+        await asyncio.gather(*(run_chain(ix) for ix in chains.values()), *([run_together()] if together else []))
         return answer({"results": results})
 
     openenv.add_routes(app, store, call)
