@@ -19,10 +19,11 @@ A session is one env instance owned by one client. The API mirrors Gymnasium's:
 (or past a batch op's own shorter ``timeout_s``) kills that process, the session is closed and the answer says ``scorable: false`` (a hung env
 must not pass for a reward of 0). An env that raises (``SystemExit`` included) or exits
 (``os._exit``) answers 500 with ``scorable: false`` and is rebuilt at the next reset. Either
-way only that session pays. Server threads (``EnvWorkers``) only wait on those processes.
+way only that session pays. Server threads (``EnvWorkers``) only wait on those processes; a
+``/batch`` of one step per session takes one thread for all of them (``step_many``).
 Limits (``ServerLimits``): how many sessions may be open, how long one env call may take, how
-long a session may sit idle before it is closed, the longest action, and how many env calls
-run at once. The caller's mistakes answer 4xx naming the field: a bad seed, options or split
+long a session may sit idle before it is closed, the longest action, and how many threads
+carry env calls. The caller's mistakes answer 4xx naming the field: a bad seed, options or split
 400, a step before reset or after the episode ended 409. With ``token`` set, every route but
 /health needs ``Authorization: Bearer TOKEN``, or the token as a path prefix ``/token/TOKEN/...``
 (for clients that send no headers, such as OpenEnv's).
@@ -54,7 +55,7 @@ class ServerLimits:
     step_timeout_s: float = 60.0        # one reset/step/close call
     idle_timeout_s: float = 600.0       # a session untouched this long is closed
     max_action_chars: int = 100_000
-    workers: int = 32                   # env calls running at once
+    workers: int = 32                   # threads carrying env calls (a /batch of steps takes one)
 
     def __post_init__(self):
         for name in ("max_sessions", "max_action_chars", "workers"):
@@ -963,7 +964,8 @@ def add_arguments(p) -> None:
     p.add_argument("--step-timeout", type=float, default=60.0, help="seconds one reset/step may take")
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
     p.add_argument("--max-action-chars", type=int, default=100_000)
-    p.add_argument("--workers", type=int, default=32, help="env calls running at once (each session's env has a process of its own)")
+    p.add_argument("--workers", type=int, default=32, help="threads that carry env calls to the sessions' processes; a call, or a /batch of "
+                        "steps, takes one")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE[:FUNCTION]",
                    help="import a module that registers envs (and call FUNCTION from it), repeatable")
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
