@@ -165,10 +165,13 @@ def test_hung_step_times_out_unscorable_and_frees_the_session():
 
 @pytest.mark.slow
 def test_idle_sessions_expire_and_their_envs_are_freed():
-    with env_server(idle_timeout_s=0.3) as (url, store):
+    # each env's process is read as soon as its session exists: on a loaded machine the first
+    # sessions could otherwise expire before the fifth is created
+    with env_server(idle_timeout_s=1.0) as (url, store):
         client = EnvClient(url)
-        sids = [client.create(COUNTER)["session_id"] for _ in range(5)]
-        processes = [store.sessions[sid].process.process for sid in sids]  # each env's own process
+        processes = []
+        for _ in range(5):
+            processes.append(store.sessions[client.create(COUNTER)["session_id"]].process.process)
         deadline = time.monotonic() + 10
         while store.stats()["open_sessions"] and time.monotonic() < deadline:
             time.sleep(0.1)
