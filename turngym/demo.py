@@ -218,6 +218,9 @@ def verdict(after_sft: dict, after_rl: dict, pair: tuple[int, int, int] | None) 
     elif change > 0:
         lines.append(f"RL gained {change:+.2f}, but that is not beyond noise (p >= 0.05): this seed falls short of "
                      f"the demo's target ({TARGET_GAIN:+.2f} at p < 0.05).")
+    elif change < 0 and p < 0.05:
+        lines.append("RL made the agent worse than SFT, beyond noise (p < 0.05): this seed falls far short of the "
+                     f"demo's target ({TARGET_GAIN:+.2f} at p < 0.05).")
     else:
         lines.append("RL did not improve on SFT in this run: this seed falls short of the demo's target "
                      f"({TARGET_GAIN:+.2f} at p < 0.05).")

@@ -401,6 +401,8 @@ def test_demo_verdict_says_plainly_whether_the_target_was_met():
     assert "not beyond noise" in verdict(sft, rl, (6, 1, 50))
     assert "did not improve" in verdict(sft, {"success_rate": 0.2}, (2, 2, 134))
     assert "less than the demo's target" in verdict(sft, {"success_rate": 0.26}, (9, 0, 134))
+    # seed 3 of the demo: 0.38 -> 0.13, +6/-40
+    assert "made the agent worse" in verdict(sft, {"success_rate": 0.13}, (6, 40, 134))
     assert "evaluation is missing" in verdict(sft, rl, None)
     # the exact two-sided binomial test: 7 of 7 one way
     assert abs(sign_test(7, 0) - 2 / 2 ** 7) < 1e-12 and sign_test(0, 0) == 1.0
