@@ -159,7 +159,6 @@ def measured_rates(overrides: list[str]) -> dict:
 
 
 def main() -> None:
-
     from turngym import demo
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

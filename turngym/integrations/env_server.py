@@ -416,12 +416,20 @@ class SessionStore:
     def _held(self, session: _Session):
         """The session's lock: one env call at a time per session; a second waits its turn, up to
         the step timeout."""
-        if not session.lock.acquire(timeout=self.limits.step_timeout_s):
-            raise SessionError(409, f"session_id: {session.id!r} is busy with another call; send one at a time")
+        self._lock(session)
         try:
             yield
         finally:
             session.lock.release()
+
+    def _lock(self, session: _Session, wait: bool = True) -> bool:
+        """Take the session's lock: waiting up to the step timeout (409 past it), or, with
+        ``wait=False``, only if it is free (False when it is not)."""
+        if not wait:
+            return session.lock.acquire(blocking=False)
+        if not session.lock.acquire(timeout=self.limits.step_timeout_s):
+            raise SessionError(409, f"session_id: {session.id!r} is busy with another call; send one at a time")
+        return True
 
     def close(self, session_id: str) -> dict[str, Any]:
         session = self._drop(session_id)
@@ -495,8 +503,12 @@ class SessionStore:
         closes the session (504); an env that raised or exited is thrown away (500). Both say the
         episode is unscorable. EnvRaised of a kind the caller can own is passed on."""
         deadline = self._deadline(timeout_s)
+        return self._env_answer(session, name, deadline, lambda: session.process.call(name, *args, timeout=deadline))
+
+    def _env_answer(self, session: _Session, name: str, deadline: float, get) -> Any:
+        """``get()``'s answer from the session's env, its failures mapped as ``_env_call`` says."""
         try:
-            return session.process.call(name, *args, timeout=deadline)
+            return get()
         except EnvTimeout as e:
             self._timed_out(session, name, e.process, deadline)
         except EnvDied as e:
@@ -600,11 +612,8 @@ class SessionStore:
         if not expert and len(action) > self.limits.max_action_chars:
             raise SessionError(413, f"action: {len(action)} characters, more than max_action_chars="
                                     f"{self.limits.max_action_chars}")
-        if not wait_for_lock:
-            if not session.lock.acquire(blocking=False):
-                return None
-        elif not session.lock.acquire(timeout=self.limits.step_timeout_s):
-            raise SessionError(409, f"session_id: {session.id!r} is busy with another call; send one at a time")
+        if not self._lock(session, wait=wait_for_lock):
+            return None
         try:
             if session.needs_reset:
                 raise SessionError(409, "reset needed: call reset before step (or after an env error)")
@@ -623,15 +632,14 @@ class SessionStore:
     def _finish_step(self, session: _Session, expert: bool, deadline: float, answered: bool) -> Any:
         """Take one step's answer (``answered``) or kill its env (past the deadline), then release
         the session's lock; the answer, or the SessionError of what went wrong."""
+        def receive():
+            if not answered:
+                raise session.process.time_out()
+            return session.process.receive()
+
         try:
             try:
-                if not answered:
-                    raise session.process.time_out()
-                action, obs, reward, terminated, truncated, info = session.process.receive()
-            except EnvTimeout as e:
-                self._timed_out(session, "step", e.process, deadline)
-            except EnvDied as e:
-                self._env_failed(session, str(e))
+                action, obs, reward, terminated, truncated, info = self._env_answer(session, "step", deadline, receive)
             except EnvRaised as e:
                 if e.kind == "reset_needed":  # the env itself refuses
                     session.over = e.message
@@ -905,6 +913,10 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
     async def close(session_id: str):
         return await call(store.close, session_id)
 
+    def op_failure(e: SessionError) -> dict[str, Any]:
+        """A batch op's result when it failed (the batch itself still answers 200)."""
+        return {"ok": False, "status": e.status, "error": e.message, "scorable": e.scorable}
+
     def steps_alone(op: BatchOp) -> bool:
         """A step op that store.step_many can take (a step without its action gets run_op's 400)."""
         return bool(op.session_id) and (op.op == "expert_step" or (op.op == "step" and op.action is not None))
@@ -932,15 +944,13 @@ def create_app(store: SessionStore | None = None, token: str | None = None):
                 try:
                     results[i] = {"ok": True, "result": await run_op(req.ops[i])}
                 except SessionError as e:
-                    results[i] = {"ok": False, "status": e.status, "error": e.message, "scorable": e.scorable}
+                    results[i] = op_failure(e)
 
         async def run_together() -> None:
             steps = [(req.ops[i].session_id, req.ops[i].action or "", req.ops[i].op == "expert_step",
                       req.ops[i].timeout_s) for i in together]
             for i, result in zip(together, await call(store.step_many, steps)):
-                results[i] = ({"ok": False, "status": result.status, "error": result.message,
-                               "scorable": result.scorable} if isinstance(result, SessionError)
-                              else {"ok": True, "result": result})
+                results[i] = op_failure(result) if isinstance(result, SessionError) else {"ok": True, "result": result}
 
         await asyncio.gather(*(run_chain(ix) for ix in chains.values()), *([run_together()] if together else []))
         return answer({"results": results})
