@@ -1,5 +1,5 @@
 """Trainer tests: config checking, losses, spans, and short real runs (tiny random-init Llama on
-the Counter env): SFT then RL, every estimator family, LoRA's reference, the CLI, and exact resume
+the Counter env): SFT then RL, every estimator family, the KL's reference, the CLI, and exact resume
 after the training process is killed."""
 
 from __future__ import annotations
@@ -170,23 +170,46 @@ def test_sft_then_rl_writes_the_run_directory(tmp_path):
     assert tr.model.peft_config  # LoRA by default
 
 
-def test_lora_reference_is_the_base_model(tmp_path):
-    from turngym.trainers.loop import build_trainer, score
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", ["true", "false"])
+def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
+    """The KL holds RL near the policy SFT made (not the model before SFT), and a resumed run
+    keeps that reference."""
+    from turngym.agents.engine.scoring import score_completions
+    from turngym.trainers.loop import REFERENCE_FILE, score, train
 
-    tr = build_trainer(cfg_for(tmp_path, "rl.kl_coef=0.1"), log=lambda _: None)
-    with torch.no_grad():  # move the adapters away from their zero start
-        for name, p in tr.model.named_parameters():
-            if "lora_B" in name:
-                p.add_(0.05)
+    extra = ("sft.episodes=2", "sft.lr=1e-2", "rl.updates=2", "rl.kl_coef=0.1", "eval.every=0",
+             f"model.lora={lora}", "tensorboard=false")
+    tr = train(cfg_for(tmp_path, *extra), log=lambda _: None, stop_after=0)  # SFT done, RL about to start
+    params = dict(tr.model.named_parameters())
+    assert tr.reference and all(torch.equal(t, params[n]) for n, t in tr.reference.items())
     prompt, completion = [[1, 2, 3, 4]], [[5, 6, 7]]
     policy = score(tr, prompt, completion, with_grad=False).logprobs
-    reference = score(tr, prompt, completion, with_grad=False, reference=True).logprobs
-    with tr.model.disable_adapter(), torch.no_grad():
-        from turngym.agents.engine.scoring import score_completions
+    assert torch.equal(score(tr, prompt, completion, with_grad=False, reference=True).logprobs, policy)
+    if lora == "true":  # SFT moved the adapters: the base model is not the reference
+        with tr.model.disable_adapter(), torch.no_grad():
+            base = score_completions(tr.model.get_base_model(), prompt, completion).logprobs
+        assert not torch.allclose(base, policy, atol=1e-4)
+    assert (tmp_path / "run" / "checkpoints" / "update_0000" / REFERENCE_FILE).exists()
 
-        base = score_completions(tr.model.get_base_model(), prompt, completion).logprobs
-    assert torch.allclose(reference, base, atol=1e-6)
-    assert not torch.allclose(policy, reference, atol=1e-4)
+    resumed = train(cfg_for(tmp_path, *extra), log=lambda _: None)
+    assert all(torch.equal(t, resumed.reference[n]) for n, t in tr.reference.items())
+    after = score(resumed, prompt, completion, with_grad=False).logprobs
+    assert torch.equal(score(resumed, prompt, completion, with_grad=False, reference=True).logprobs, policy)
+    assert not torch.equal(after, policy)  # RL moved the policy; the reference stayed
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1, 2] and all(r["loss/kl"] >= 0 for r in rows[1:])
+
+
+@pytest.mark.slow
+def test_a_checkpoint_without_its_kl_reference_is_refused(tmp_path):
+    from turngym.trainers.loop import REFERENCE_FILE, train
+
+    extra = ("rl.updates=2", "rl.kl_coef=0.1", "eval.every=0", "tensorboard=false")
+    train(cfg_for(tmp_path, *extra), log=lambda _: None, stop_after=1)
+    (tmp_path / "run" / "checkpoints" / "update_0001" / REFERENCE_FILE).unlink()
+    with pytest.raises(ValueError, match=r"^rl\.kl_coef: checkpoint .* holds no KL reference"):
+        train(cfg_for(tmp_path, *extra), log=lambda _: None)
 
 
 def test_lora_layers_adapts_only_the_top_layers_and_trains(tmp_path):
@@ -293,7 +316,8 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
     """Kill `turngym train` with SIGKILL after it has logged update 2 of 4, resume, compare."""
     from turngym.trainers.loop import train
 
-    extra = ["rl.updates=4", "eval.every=2", "sft.episodes=2", "sft.batch_size=4", "rl.estimator=gigpo"]
+    extra = ["rl.updates=4", "eval.every=2", "sft.episodes=2", "sft.batch_size=4", "rl.estimator=gigpo",
+             "rl.kl_coef=0.05"]  # the KL's reference (the policy after SFT) is resumed too
     straight = cfg_for(tmp_path, *extra, name="straight")
     train(straight, log=lambda _: None)
     expected = comparable(read_metrics(Path(straight.run_dir) / "metrics.jsonl"))

@@ -51,10 +51,13 @@ from turngym.trainers.setup import (
     make_optimizer,
     next_tasks,
     progress,
+    reference_snapshot,
     run_task_ids,
 )
 from turngym.trainers.state import RunState
 from turngym.trainers.update import rl_update, run_sft, score, sync_server
+
+REFERENCE_FILE = "reference.pt"  # in a checkpoint, with rl.kl_coef > 0: the KL's reference
 
 if TYPE_CHECKING:  # both are imported where they are first needed
     from turngym.core.pool import EnvPool
@@ -111,8 +114,11 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         if tr.state.phase in ("start", "sft_done"):
             metrics.write(before_rl(tr, pool, optimizer, train_ids, eval_ids))
             tr.state.phase, tr.state.start_row = "rl", None
+            tr.reference = reference_snapshot(tr.model) if cfg.rl.kl_coef > 0 else None
             if cfg.checkpoint_every and main:
                 save(tr, optimizer, 0)
+        elif cfg.rl.kl_coef > 0:
+            tr.reference = saved_reference(tr, last)
         bar = progress(tr, total=cfg.rl.updates, desc="rl", initial=tr.state.update)
         if cfg.rl.max_lag > 0 and tr.state.update < cfg.rl.updates:
             from turngym.trainers.async_rollouts import AsyncRollouts
@@ -299,9 +305,23 @@ def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
 def save(tr: Trainer, optimizer: Optimizer, update: int, source: AsyncRollouts | None = None) -> None:
     """A checkpoint of the trainable weights, the optimizer, the RNG streams and the loop's state
     (and, with asynchronous rollouts, what regenerates the in-flight batches)."""
+    extra = source.checkpoint_files(update) if source is not None else {}
+    if tr.reference is not None:
+        extra[REFERENCE_FILE] = tr.reference
     ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, tr.state.to_dict(), tr.np_rng,
-                         tr.cfg.keep_checkpoints,
-                         extra=source.checkpoint_files(update) if source is not None else None)
+                         tr.cfg.keep_checkpoints, extra=extra)
+
+
+def saved_reference(tr: Trainer, checkpoint: Path) -> dict[str, torch.Tensor]:
+    """The KL's reference of a resumed run: the one its checkpoint kept, or, in a checkpoint taken
+    as RL starts (update 0), the weights just loaded, which are the weights RL starts from."""
+    path = checkpoint / REFERENCE_FILE
+    if path.exists():
+        return torch.load(path, map_location="cpu", weights_only=True)
+    if tr.state.update == 0:
+        return reference_snapshot(tr.model)
+    raise ValueError(f"rl.kl_coef: checkpoint {checkpoint} holds no KL reference ({REFERENCE_FILE}; its run had "
+                     "rl.kl_coef = 0), so this run cannot resume with a KL; resume it with rl.kl_coef=0")
 
 
 def _quiet(_: str) -> None:

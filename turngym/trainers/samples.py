@@ -41,6 +41,7 @@ class Sample:
     # with rl.max_lag >= 1: the generating policy's log-probs, while old_logprobs become the
     # proximal policy's (the current weights, scored before the update)
     behaviour_logprobs: list[float] = field(default_factory=list)
+    ref_logprobs: list[float] = field(default_factory=list)  # the KL reference's, with rl.kl_coef > 0
 
 
 def batched(items: list, size: int):

@@ -1,10 +1,10 @@
 """Building a run: the model (LoRA or full), the value head the estimator asks for, the
-policies that sample with it, the frozen reference for the KL, the optimizer, the task stream.
+policies that sample with it, the optimizer, the task stream, and (``reference_snapshot``) the
+weights RL starts from, which the KL holds the policy near.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 from collections.abc import Callable
@@ -37,7 +37,9 @@ class Trainer:
     modules: torch.nn.ModuleDict  # what a checkpoint stores (trainable parameters only)
     estimator: Estimator         # rl.estimator's declaration
     np_rng: np.random.Generator
-    reference: Any = None        # frozen copy of the initial model for the KL (full fine-tuning only)
+    # the KL's reference: the trainable tensors as RL started (after SFT), by parameter name;
+    # None without a KL (``reference_snapshot``)
+    reference: dict[str, torch.Tensor] | None = None
     state: RunState = field(default_factory=RunState)  # what a checkpoint stores of the loop
     log: Callable[[str], None] = print
 
@@ -85,12 +87,17 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
                                       top_p=gen.top_p, max_tokens=gen.max_new_tokens, prompt=prompt,
                                       seed=cfg.seed, token_ids=gen.server_token_ids,
                                       logprobs=gen.server_token_ids)
-    reference = None
-    if not cfg.model.lora and cfg.rl.kl_coef > 0:  # with LoRA the reference is the base, adapters off
-        reference = copy.deepcopy(model).eval().requires_grad_(False)
     return Trainer(cfg=cfg, model=model, tokenizer=tokenizer, policy=policy, rollout_policy=rollout_policy,
                    eval_policy=eval_policy, value_head=value_head, modules=modules, estimator=estimator,
-                   np_rng=np.random.default_rng(cfg.seed), reference=reference, log=log)
+                   np_rng=np.random.default_rng(cfg.seed), log=log)
+
+
+def reference_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The KL's reference: a copy of the trainable tensors as RL starts. After SFT that is the SFT
+    policy, the one RL should not drift far from (with LoRA, switching the adapters off would give
+    the model before SFT instead). Only the trainable tensors differ between the two policies,
+    so the copy is the adapter alone with LoRA, the whole model with full fine-tuning."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def make_optimizer(tr: Trainer, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:

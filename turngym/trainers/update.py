@@ -3,7 +3,8 @@
 ``rl_update`` reads top to bottom:
 
 1. drop turns whose tokens all have advantage 0 when no KL or value term needs them;
-2. score the old log-probs of turns that came without them (remote generation);
+2. score the old log-probs of turns that came without them (remote generation), and, with a
+   KL, every turn under the reference (the policy as RL started, ``setup.reference_snapshot``);
 3. for each epoch and minibatch (the same number in every process): score the minibatch's
    completions in micro-batches, add the clipped PG loss, the KL to the reference and the
    value-head loss, backpropagate; average gradients across processes, clip, step.
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -36,19 +38,34 @@ if TYPE_CHECKING:  # imported where first needed
 
 def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *, with_grad: bool,
           reference: bool = False) -> TokenScores:
-    """Per-token log-probs of the completions under the policy (or the frozen reference)."""
+    """Per-token log-probs of the completions under the policy (or the KL's reference)."""
     from turngym.agents.engine.scoring import score_completions
 
-    kwargs = dict(temperature=tr.policy.temperature, with_grad=with_grad, pad_id=tr.tokenizer.pad_token_id or 0,
-                  compute_entropy=False)
+    kwargs = dict(temperature=tr.policy.temperature, pad_id=tr.tokenizer.pad_token_id or 0, compute_entropy=False)
     if reference:
-        if tr.cfg.model.lora:
-            with tr.model.disable_adapter(), torch.no_grad():  # the base model is the reference
-                return score_completions(tr.model, samples_prompt, samples_completion,
-                                         **{**kwargs, "with_grad": False})
-        return score_completions(tr.reference, samples_prompt, samples_completion,
-                                 **{**kwargs, "with_grad": False})
-    return score_completions(tr.model, samples_prompt, samples_completion, **kwargs)
+        with reference_weights(tr):
+            return score_completions(tr.model, samples_prompt, samples_completion, with_grad=False, **kwargs)
+    return score_completions(tr.model, samples_prompt, samples_completion, with_grad=with_grad, **kwargs)
+
+
+@contextlib.contextmanager
+def reference_weights(tr: Trainer):
+    """The model with the reference's tensors (``setup.reference_snapshot``) in place of its
+    trainable ones, restored on exit. Only while no autograd graph is live: the swap writes the
+    parameters in place."""
+    if tr.reference is None:
+        raise ValueError("no KL reference: it is taken when RL starts, with rl.kl_coef > 0")
+    params = dict(tr.model.named_parameters())
+    with torch.no_grad():
+        current = {n: params[n].detach().clone() for n in tr.reference}
+        for n, t in tr.reference.items():
+            params[n].copy_(t)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, t in current.items():
+                params[n].copy_(t)
 
 
 def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sample]) -> dict[str, float]:
@@ -74,6 +91,12 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
             if decoupled:
                 s.behaviour_logprobs = s.old_logprobs or lp
             s.old_logprobs = lp
+    if cfg.kl_coef > 0:  # the reference's log-probs, before any graph is live (its weights are swapped in)
+        for chunk in batched(samples, cfg.micro_batch_size):
+            scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False,
+                           reference=True)
+            for s, lp in zip(chunk, scores.to_lists()[0]):
+                s.ref_logprobs = lp
     sums = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/value": 0.0, "policy/clip_frac": 0.0,
             "policy/grad_norm": 0.0}
     if decoupled:
@@ -121,8 +144,8 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
                 sums["loss/policy"] += pg.item()
                 sums["policy/clip_frac"] += clip_frac.item()
                 if cfg.kl_coef > 0:
-                    ref = score(tr, prompts, comps, with_grad=False, reference=True)
-                    kl = kl_to_reference(scores.logprobs, ref.logprobs, mask, num_tokens)
+                    ref = _pad([s.ref_logprobs for s in micro], width, device)
+                    kl = kl_to_reference(scores.logprobs, ref, mask, num_tokens)
                     loss = loss + cfg.kl_coef * kl
                     sums["loss/kl"] += kl.item()
                 if tr.value_head is not None:
