@@ -49,8 +49,7 @@ class ModelConfig:
     dtype: str = doc("torch dtype of the weights (auto: bfloat16 where the device computes it natively, "
                      "else float32)", choices=("float32", "bfloat16", "float16", "auto"), default="float32")
     device: str | None = doc("torch device (None: cuda if available, else cpu)", default=None)
-    lora: bool = doc("train LoRA adapters (peft) instead of all weights; the reference model for the "
-                     "KL is then the base with adapters off", default=True)
+    lora: bool = doc("train LoRA adapters (peft) instead of all weights", default=True)
     lora_rank: int = doc("LoRA rank r", minimum=1, default=16)
     lora_alpha: float = doc("LoRA scaling alpha", minimum=0, default=32.0)
     lora_dropout: float = doc("LoRA dropout", minimum=0, default=0.0)
@@ -115,7 +114,8 @@ class RLConfig:
     micro_batch_size: int = doc("turns per forward pass (gradient accumulation)", minimum=1, default=8)
     clip_low: float = doc("PPO clip: ratio floor is 1 - clip_low", minimum=0, default=0.2)
     clip_high: float = doc("PPO clip: ratio ceiling is 1 + clip_high", minimum=0, default=0.28)
-    kl_coef: float = doc("weight of the KL to the reference model (0: no reference pass)", minimum=0,
+    kl_coef: float = doc("weight of the KL to the reference, the policy as RL started (after SFT when there "
+                         "is SFT); 0: no reference pass", minimum=0,
                          default=0.0)
     value_coef: float = doc("weight of the value-head loss (turn_gae, hiper)", minimum=0, default=0.5)
     max_grad_norm: float = doc("gradient clipping norm", minimum=0, default=1.0)
