@@ -8,7 +8,8 @@
 
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
-The settings below took 17.7 minutes on two idle CPU cores at seed 2 (2026-11-28; the aim is 15).
+The settings below took 19.9 minutes on two idle CPU cores at seed 2 (2026-11-28; the aim is 15;
+17.7 before the KL).
 """
 
 from __future__ import annotations
