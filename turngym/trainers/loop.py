@@ -51,7 +51,6 @@ from turngym.trainers.setup import (
     make_optimizer,
     next_tasks,
     progress,
-    reference_snapshot,
     run_task_ids,
 )
 from turngym.trainers.state import RunState
@@ -114,7 +113,10 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         if tr.state.phase in ("start", "sft_done"):
             metrics.write(before_rl(tr, pool, optimizer, train_ids, eval_ids))
             tr.state.phase, tr.state.start_row = "rl", None
-            tr.reference = reference_snapshot(tr.model) if cfg.rl.kl_coef > 0 else None
+            # the KL's reference is the policy RL starts from (after SFT, the SFT policy; with LoRA
+            # the adapters switched off would be the model before SFT): only the trainable tensors
+            # differ, so a copy of those (the adapter alone with LoRA), as a checkpoint keeps them
+            tr.reference = ckpt.trainable_state(tr.model) if cfg.rl.kl_coef > 0 else None
             if cfg.checkpoint_every and main:
                 save(tr, optimizer, 0)
         elif cfg.rl.kl_coef > 0:
@@ -319,7 +321,7 @@ def saved_reference(tr: Trainer, checkpoint: Path) -> dict[str, torch.Tensor]:
     if path.exists():
         return torch.load(path, map_location="cpu", weights_only=True)
     if tr.state.update == 0:
-        return reference_snapshot(tr.model)
+        return ckpt.trainable_state(tr.model)
     raise ValueError(f"rl.kl_coef: checkpoint {checkpoint} holds no KL reference ({REFERENCE_FILE}; its run had "
                      "rl.kl_coef = 0), so this run cannot resume with a KL; resume it with rl.kl_coef=0")
 

@@ -1,6 +1,5 @@
 """Building a run: the model (LoRA or full), the value head the estimator asks for, the
-policies that sample with it, the optimizer, the task stream, and (``reference_snapshot``) the
-weights RL starts from, which the KL holds the policy near.
+policies that sample with it, the optimizer, the task stream.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ class Trainer:
     estimator: Estimator         # rl.estimator's declaration
     np_rng: np.random.Generator
     # the KL's reference: the trainable tensors as RL started (after SFT), by parameter name;
-    # None without a KL (``reference_snapshot``)
+    # None without a KL (``loop.train`` takes it)
     reference: dict[str, torch.Tensor] | None = None
     state: RunState = field(default_factory=RunState)  # what a checkpoint stores of the loop
     log: Callable[[str], None] = print
@@ -91,13 +90,6 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
                    eval_policy=eval_policy, value_head=value_head, modules=modules, estimator=estimator,
                    np_rng=np.random.default_rng(cfg.seed), log=log)
 
-
-def reference_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The KL's reference: a copy of the trainable tensors as RL starts. After SFT that is the SFT
-    policy, the one RL should not drift far from (with LoRA, switching the adapters off would give
-    the model before SFT instead). Only the trainable tensors differ between the two policies,
-    so the copy is the adapter alone with LoRA, the whole model with full fine-tuning."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def make_optimizer(tr: Trainer, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:

@@ -4,7 +4,7 @@
 
 1. drop turns whose tokens all have advantage 0 when no KL or value term needs them;
 2. score the old log-probs of turns that came without them (remote generation), and, with a
-   KL, every turn under the reference (the policy as RL started, ``setup.reference_snapshot``);
+   KL, every turn under the reference (the policy as RL started, ``Trainer.reference``);
 3. for each epoch and minibatch (the same number in every process): score the minibatch's
    completions in micro-batches, add the clipped PG loss, the KL to the reference and the
    value-head loss, backpropagate; average gradients across processes, clip, step.
@@ -50,7 +50,7 @@ def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list
 
 @contextlib.contextmanager
 def reference_weights(tr: Trainer):
-    """The model with the reference's tensors (``setup.reference_snapshot``) in place of its
+    """The model with the reference's tensors (``Trainer.reference``) in place of its
     trainable ones, restored on exit. Only while no autograd graph is live: the swap writes the
     parameters in place."""
     if tr.reference is None:
@@ -91,12 +91,12 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
             if decoupled:
                 s.behaviour_logprobs = s.old_logprobs or lp
             s.old_logprobs = lp
-    if cfg.kl_coef > 0:  # the reference's log-probs, before any graph is live (its weights are swapped in)
-        for chunk in batched(samples, cfg.micro_batch_size):
-            scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False,
-                           reference=True)
-            for s, lp in zip(chunk, scores.to_lists()[0]):
-                s.ref_logprobs = lp
+    if cfg.kl_coef > 0:  # the reference's log-probs, before any graph is live (its weights swapped in once)
+        with reference_weights(tr):
+            for chunk in batched(samples, cfg.micro_batch_size):
+                scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
+                for s, lp in zip(chunk, scores.to_lists()[0]):
+                    s.ref_logprobs = lp
     sums = {"loss/policy": 0.0, "loss/kl": 0.0, "loss/value": 0.0, "policy/clip_frac": 0.0,
             "policy/grad_norm": 0.0}
     if decoupled:
