@@ -11,7 +11,10 @@ for the path before repeated prompts were shared ("before") and today's ("today"
 as generation and the update did until 2026-11-27; "one_pass" encodes each distinct prompt once
 and keeps turns with the same prompt in one minibatch, but prefills every prompt suffix in one
 padded pass (as until 2026-11-28); "today" also prefills in chunks of similar suffix length
-(``generation.length_chunks``). Samples can differ slightly between the paths (other batch shapes
+(``generation.length_chunks``); "kl_prepass" is today's path except that the KL's reference
+scores every turn in a pass of its own (as until 2026-11-28), where "today" scores each
+micro-batch under the reference just before the policy, whose pass replays the reference pass's
+frozen bottom layers (``agents/engine/frozen_layers.py``). Samples can differ slightly between the paths (other batch shapes
 round differently in bfloat16), so each path reports its own tokens.
 
 Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
@@ -50,7 +53,18 @@ def count_tokens(model, counter: dict):
         else:
             counter["tokens"] += ids.numel()
 
-    return inner.register_forward_pre_hook(hook, with_kwargs=True)
+    def bottom(_module, args):  # positions the first decoder layer really computed (not replayed)
+        counter["bottom_slots"] += args[0].shape[0] * args[0].shape[1]
+
+    handles = [inner.register_forward_pre_hook(hook, with_kwargs=True),
+               inner.layers[0].mlp.register_forward_pre_hook(bottom)]
+
+    class Handles:
+        def remove(self):
+            for h in handles:
+                h.remove()
+
+    return Handles()
 
 
 def every_row(prompts):
@@ -64,6 +78,7 @@ def shuffled(samples, rng):
 
 
 def run_path(name: str, args, overrides: list[str]) -> dict:
+    from turngym.agents.engine import frozen_layers
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
     from turngym.trainers import update as update_module
@@ -74,6 +89,9 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     from turngym.trainers.state import RunState
 
     real, real_order, real_slack = generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK
+    real_depth = frozen_layers.frozen_depth
+    if name in ("before", "one_pass", "kl_prepass"):
+        frozen_layers.frozen_depth = lambda model: 0  # the KL's reference scores every turn in a pass of its own
     if name == "before":
         generation.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
     if name in ("before", "one_pass"):
@@ -90,10 +108,12 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         saved = RunState.from_dict(state)
         tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
         optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
+        if cfg.rl.kl_coef > 0:  # the KL's reference: the policy as RL starts, as loop.train takes it
+            tr.reference = ckpt.trainable_state(tr.model)
         env_kwargs = dict(cfg.env.kwargs)
         train_ids = run_task_ids(cfg)[0]
         pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
-        counter = {"tokens": 0, "slots": 0}
+        counter = {"tokens": 0, "slots": 0, "bottom_slots": 0}
         handle = count_tokens(tr.model, counter)
         rows = []
         try:
@@ -110,13 +130,14 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
                 prefill, decoded = counter["tokens"], tr.policy.generated_tokens - decoded
                 sampling_slots = counter["slots"]
                 tr.policy.reset_history()
-                counter["tokens"] = counter["slots"] = 0
+                counter["tokens"] = counter["slots"] = counter["bottom_slots"] = 0
                 row = learn(tr, optimizer, trajs, update, t1 - t0, 0)
                 t2 = time.perf_counter()
                 rows.append({"update": update, "episodes": len(trajs), "turns": sum(t.length for t in trajs),
                              "rollout_s": t1 - t0, "update_s": t2 - t1, "prompt_tokens_sampling": prefill,
                              "decode_steps_tokens": decoded, "update_tokens": counter["tokens"],
                              "sampling_slots": sampling_slots, "update_slots": counter["slots"],
+                             "update_bottom_slots": counter["bottom_slots"],
                              "distinct_prompts": len({tuple(s.prompt_ids) for t in trajs for s in t.steps}),
                              "train_success": row.get("train/success_rate")})
                 print(f"  {name} update {update}: {rows[-1]}", flush=True)
@@ -125,10 +146,12 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
             pool.close()
     finally:
         generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK = real, real_order, real_slack
+        frozen_layers.frozen_depth = real_depth
     episodes = sum(r["episodes"] for r in rows)
     seconds = sum(r["rollout_s"] + r["update_s"] for r in rows)
     per = {k: sum(r[k] for r in rows) / episodes for k in ("prompt_tokens_sampling", "decode_steps_tokens",
-                                                          "update_tokens", "sampling_slots", "update_slots", "turns",
+                                                          "update_tokens", "sampling_slots", "update_slots",
+                                                          "update_bottom_slots", "turns",
                                                           "rollout_s", "update_s")}
     return {"path": name, "updates": rows, "episodes": episodes, "episodes_per_minute": 60 * episodes / seconds,
             "per_episode": per}
@@ -165,7 +188,7 @@ def main() -> None:
     p.add_argument("--sft", required=True, help="run folder with the demo's update-0 (after SFT) checkpoint")
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--paths", default="before,one_pass,today")
+    p.add_argument("--paths", default="before,one_pass,kl_prepass,today")
     p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
     args = p.parse_args()
     if args.threads:

@@ -50,6 +50,23 @@ def test_runs_resume_and_report(tmp_path):
     assert "| gigpo | 1 |" in table and "+0/-0" in table
 
 
+@pytest.mark.slow
+def test_shards_split_the_runs_and_wait_for_the_shared_sft(tmp_path):
+    import threading
+
+    second = {}  # shard 1, started first, waits for shard 0's SFT stage
+    waiting = threading.Thread(target=lambda: second.update(out=bench(tmp_path, "--shard", "1/2")))
+    waiting.start()
+    first = bench(tmp_path, "--shard", "0/2")
+    waiting.join(timeout=600)
+    assert "waiting for shard 0's SFT stage" in second["out"]
+    assert "grpo seed 0: running" in first and "gigpo seed 0: running" in first and "rloo" not in first
+    assert "rloo seed 0: running" in second["out"] and "grpo seed 0" not in second["out"]
+    results = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/result.json")]
+    assert sorted(r["estimator"] for r in results) == ["gigpo", "grpo", "rloo"]
+    assert all(r["commit"] and r["threads"] == 1 for r in results)
+
+
 def _episodes(path: Path, outcomes: list[tuple[str, bool]]) -> None:
     write_jsonl(path, [Trajectory(env_id="e", task_id=task, seed=0, success=ok,
                                   steps=[Step(turn=0, observation="", action="a", reward=float(ok))])

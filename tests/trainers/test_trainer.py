@@ -202,6 +202,36 @@ def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
 
 
 @pytest.mark.slow
+def test_the_kl_with_top_layer_lora_replays_the_frozen_layers_and_trains_the_same(tmp_path, monkeypatch):
+    """With LoRA on the top layer only, each micro-batch's reference pass records the frozen
+    bottom layer and the policy's pass replays it: the run equals one whose reference scores every
+    turn in a pass of its own, up to float rounding (other batch shapes)."""
+    from turngym.agents.engine import frozen_layers
+    from turngym.trainers import update
+    from turngym.trainers.loop import train
+
+    extra = ("rl.updates=2", "rl.kl_coef=0.1", "rl.minibatch_size=4", "rl.micro_batch_size=2",
+             "model.lora_layers=1", "eval.every=0", "tensorboard=false")
+    replayed = []
+    real = update.score_after_reference
+    monkeypatch.setattr(update, "score_after_reference", lambda *a: replayed.append(1) or real(*a))
+    runs = [train(cfg_for(tmp_path, *extra, name="replay"), log=lambda _: None)]
+    assert replayed  # the micro-batches went through the replaying path
+    monkeypatch.setattr(frozen_layers, "frozen_depth", lambda model: 0)  # as with full fine-tuning
+    replayed.clear()
+    runs.append(train(cfg_for(tmp_path, *extra, name="prepass"), log=lambda _: None))
+    assert not replayed
+    rows = [read_metrics(tmp_path / name / "metrics.jsonl") for name in ("replay", "prepass")]
+    for a, b in zip(*rows):
+        for key in ("loss/kl", "loss/policy"):
+            if key in a:
+                assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-6)
+    params = [dict(tr.model.named_parameters()) for tr in runs]
+    trained = [n for n, p in params[0].items() if p.requires_grad]
+    assert trained and all(torch.allclose(params[0][n], params[1][n], atol=1e-5) for n in trained)
+
+
+@pytest.mark.slow
 def test_a_checkpoint_without_its_kl_reference_is_refused(tmp_path):
     from turngym.trainers.loop import REFERENCE_FILE, train
 

@@ -3,11 +3,13 @@
 ``rl_update`` reads top to bottom:
 
 1. drop turns whose tokens all have advantage 0 when no KL or value term needs them;
-2. score the old log-probs of turns that came without them (remote generation), and, with a
-   KL, every turn under the reference (the policy as RL started, ``Trainer.reference``);
+2. score the old log-probs of turns that came without them (remote generation);
 3. for each epoch and minibatch (the same number in every process): score the minibatch's
-   completions in micro-batches, add the clipped PG loss, the KL to the reference and the
-   value-head loss, backpropagate; average gradients across processes, clip, step.
+   completions in micro-batches, add the clipped PG loss, the KL to the reference (the policy as
+   RL started, ``Trainer.reference``) and the value-head loss, backpropagate; average gradients
+   across processes, clip, step. In the first epoch each micro-batch is scored under the
+   reference first, and the policy's pass replays the frozen bottom layers of that pass
+   (``agents/engine/frozen_layers.py``) instead of computing them again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from turngym.agents.engine.frozen_layers import FrozenBottom
 from turngym.trainers.distributed import agree_max, sync_gradients, world
 from turngym.trainers.losses import (
     clipped_policy_loss,
@@ -91,7 +94,11 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
             if decoupled:
                 s.behaviour_logprobs = s.old_logprobs or lp
             s.old_logprobs = lp
-    if cfg.kl_coef > 0:  # the reference's log-probs, before any graph is live (its weights swapped in once)
+    # With LoRA on the top layers the reference scores each micro-batch just before the policy,
+    # which replays the reference pass's frozen bottom layers. Otherwise (full fine-tuning: a
+    # swap copies the whole model) the reference scores every turn here, its weights swapped in once.
+    bottom = FrozenBottom(tr.model) if cfg.kl_coef > 0 else None
+    if bottom is not None and not bottom.depth:
         with reference_weights(tr):
             for chunk in batched(samples, cfg.micro_batch_size):
                 scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
@@ -123,7 +130,10 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
             for micro in batched(minibatch, cfg.micro_batch_size):
                 prompts = [s.prompt_ids for s in micro]
                 comps = [s.completion_ids for s in micro]
-                scores = score(tr, prompts, comps, with_grad=True)
+                if bottom is not None and bottom.depth and epoch == 0:
+                    scores = score_after_reference(tr, bottom, micro)
+                else:
+                    scores = score(tr, prompts, comps, with_grad=True)
                 width = scores.logprobs.shape[1]
                 old = _pad([s.old_logprobs for s in micro], width, device)
                 adv = _pad([s.advantages for s in micro], width, device)
@@ -176,6 +186,22 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
         out.pop("loss/value")
     out["policy/zero_advantage_turns"] = dropped
     return out
+
+
+def score_after_reference(tr: Trainer, bottom: FrozenBottom, micro: list[Sample]) -> TokenScores:
+    """The policy's scores of ``micro`` (with grad), after its reference log-probs
+    (``Sample.ref_logprobs``): the reference pass records the frozen bottom layers, the policy's
+    replays them. Called between micro-batches, when no autograd graph is live (the swap writes
+    the parameters in place)."""
+    prompts, comps = [s.prompt_ids for s in micro], [s.completion_ids for s in micro]
+    tr.model.eval()  # as the other no-grad passes: no adapter dropout in the reference
+    with bottom.recording(), reference_weights(tr):
+        ref = score(tr, prompts, comps, with_grad=False)
+    tr.model.train()
+    for s, lp in zip(micro, ref.to_lists()[0]):
+        s.ref_logprobs = lp
+    with bottom.replaying():
+        return score(tr, prompts, comps, with_grad=True)
 
 
 def prompt_clustered_order(samples: list[Sample], rng: np.random.Generator) -> list[int]:
