@@ -17,7 +17,9 @@ micro-batch under the reference just before the policy, whose pass replays the r
 frozen bottom layers (``agents/engine/frozen_layers.py``). Samples can differ slightly between the paths (other batch shapes
 round differently in bfloat16), so each path reports its own tokens.
 
-Per path it prints episodes per minute (rollout + update wall time), and the tokens processed
+Per path it prints episodes per minute (rollout + update wall time), keeps the update's time in
+its no-grad scoring passes (the KL's reference, any re-scoring of old log-probs) and in the
+policy's forward with grad (the rest of an update is the backward and the optimizer), and the tokens processed
 per episode: prompt tokens encoded while sampling, tokens decoded, tokens through the model in
 the update, and the padded slots the linear layers actually computed, padding included. The compute bound is those tokens at this machine's measured rates, forward (batch
 8 x 256 tokens, no grad) and forward+backward through the demo's LoRA model, in the same run:
@@ -115,6 +117,17 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
         counter = {"tokens": 0, "slots": 0, "bottom_slots": 0}
         handle = count_tokens(tr.model, counter)
+        phases = {"score_no_grad_s": 0.0, "score_with_grad_s": 0.0}  # inside the update: the rest is backward + step
+        real_score = update_module.score
+
+        def timed_score(*a, with_grad, **kw):
+            t = time.perf_counter()
+            try:
+                return real_score(*a, with_grad=with_grad, **kw)
+            finally:
+                phases["score_with_grad_s" if with_grad else "score_no_grad_s"] += time.perf_counter() - t
+
+        update_module.score = timed_score
         rows = []
         try:
             for update in range(1, args.updates + 1):
@@ -131,19 +144,21 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
                 sampling_slots = counter["slots"]
                 tr.policy.reset_history()
                 counter["tokens"] = counter["slots"] = counter["bottom_slots"] = 0
+                phases.update(dict.fromkeys(phases, 0.0))
                 row = learn(tr, optimizer, trajs, update, t1 - t0, 0)
                 t2 = time.perf_counter()
                 rows.append({"update": update, "episodes": len(trajs), "turns": sum(t.length for t in trajs),
                              "rollout_s": t1 - t0, "update_s": t2 - t1, "prompt_tokens_sampling": prefill,
                              "decode_steps_tokens": decoded, "update_tokens": counter["tokens"],
                              "sampling_slots": sampling_slots, "update_slots": counter["slots"],
-                             "update_bottom_slots": counter["bottom_slots"],
+                             "update_bottom_slots": counter["bottom_slots"], **phases,
                              "distinct_prompts": len({tuple(s.prompt_ids) for t in trajs for s in t.steps}),
                              "train_success": row.get("train/success_rate")})
                 print(f"  {name} update {update}: {rows[-1]}", flush=True)
         finally:
             handle.remove()
             pool.close()
+            update_module.score = real_score
     finally:
         generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK = real, real_order, real_slack
         frozen_layers.frozen_depth = real_depth
