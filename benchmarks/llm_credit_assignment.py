@@ -45,6 +45,9 @@ sys.path.insert(0, str(ROOT))
 ENV_ID = "turngym/Household-Easy-v0"
 # two-sided 95% Student t quantiles by degrees of freedom (seeds - 1)
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+# one-sided 80% Student t quantiles (power 0.8), same degrees of freedom
+T80 = {1: 1.376, 2: 1.061, 3: 0.978, 4: 0.941, 5: 0.920, 6: 0.906, 7: 0.896, 8: 0.889, 9: 0.883}
+Z95, Z80 = 1.960, 0.8416
 
 
 def common(args) -> list[str]:
@@ -159,7 +162,7 @@ def versus(results: list[dict], estimator: str, baseline: str = "grpo") -> dict 
     from turngym.demo import sign_test
 
     final = {(r["estimator"], r["seed"]): r for r in results}
-    gained = lost = 0
+    gained = lost = paired = 0
     diffs = []
     for (est, seed), r in final.items():
         other = final.get((baseline, seed))
@@ -170,12 +173,34 @@ def versus(results: list[dict], estimator: str, baseline: str = "grpo") -> dict 
             continue
         gained += sum(a and not b for (_, a), (_, b) in zip(mine, theirs))
         lost += sum(b and not a for (_, a), (_, b) in zip(mine, theirs))
+        paired += len(mine)
         diffs.append(sum(a for _, a in mine) / len(mine) - sum(b for _, b in theirs) / len(theirs))
     if not diffs:
         return None
     mean, half = interval(diffs)
     return {"seeds": len(diffs), "gained": gained, "lost": lost, "p": sign_test(gained, lost),
-            "mean_difference": mean, "ci": half}
+            "mean_difference": mean, "ci": half, **detectable(gained + lost, paired, diffs)}
+
+
+def detectable(changed: int, paired: int, diffs: list[float]) -> dict:
+    """The smallest difference in success these runs would detect with 80% power (two-sided 5%),
+    by the normal approximations of the two tests reported:
+
+    - the sign test on the pooled episodes: ``(z_.975 + z_.8) * sqrt(d / n)``, with ``n`` paired
+      episodes of which a share ``d`` changed outcome (the variance of a paired difference of
+      0/1 outcomes is ``d - delta^2``, about ``d`` for small ``delta``);
+    - the t-test over seeds: ``(t_.975 + t_.8) * sd / sqrt(k)``, with ``sd`` the spread of the
+      per-seed differences over ``k`` seeds (it also counts run-to-run variation, which the
+      pooled test does not: each seed's episodes share one trained policy).
+    """
+    by_episodes = (Z95 + Z80) * math.sqrt(changed) / paired if paired else float("nan")  # sqrt(d / n)
+    k = len(diffs)
+    if k < 2:
+        return {"detectable_episodes": by_episodes, "detectable_seeds": float("nan")}
+    mean = sum(diffs) / k
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (k - 1))
+    return {"detectable_episodes": by_episodes,
+            "detectable_seeds": (T95.get(k - 1, Z95) + T80.get(k - 1, Z80)) * sd / math.sqrt(k)}
 
 
 def paired_change(out: Path, run_dir: Path, update: int) -> dict | None:
@@ -239,8 +264,8 @@ def report(args, out: Path, sft: dict | None) -> list[dict]:
               f"{r['episodes']} | {r['minutes']:.1f} |")
     print("\nagainst GRPO, final evaluations, seed by seed on the same held-out episodes:")
     print("| estimator | seeds | mean difference in success (95% t-CI) | episodes gained / lost (pooled) | "
-          "exact sign test p |")
-    print("|---|---|---|---|---|")
+          "exact sign test p | detectable at 80% power: sign test / t over seeds |")
+    print("|---|---|---|---|---|---|")
     pairs = {}
     for est in args.estimators:
         v = versus(results, est) if est != "grpo" else None
@@ -248,7 +273,9 @@ def report(args, out: Path, sft: dict | None) -> list[dict]:
             continue
         pairs[est] = v
         ci = "n/a" if math.isnan(v["ci"]) else f"+- {v['ci']:.3f}"
-        print(f"| {est} | {v['seeds']} | {v['mean_difference']:+.3f} {ci} | +{v['gained']}/-{v['lost']} | {v['p']:.3g} |")
+        power = " / ".join("n/a" if math.isnan(v[k]) else f"{v[k]:.3f}" for k in ("detectable_episodes", "detectable_seeds"))
+        print(f"| {est} | {v['seeds']} | {v['mean_difference']:+.3f} {ci} | +{v['gained']}/-{v['lost']} | {v['p']:.3g} "
+              f"| {power} |")
     if results:
         plot(args, results, base, out)
     summary = json.dumps({"sft": sft, "rows": rows, "versus_grpo": pairs}, indent=1)

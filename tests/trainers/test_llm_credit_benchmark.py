@@ -5,6 +5,7 @@ with the SFT checkpoint's."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,17 @@ def test_paired_change_counts_flips_task_by_task(tmp_path):
     result = {"estimator": "gigpo", "seed": 0, "updates": 4}
     (run / "result.json").write_text(json.dumps(result))
     assert bench_module.paired_text([bench_module.paired_of(tmp_path, result), {"gained": 1, "lost": 0}]) == "?, +1/-0"
+
+
+def test_detectable_difference_follows_the_power_formulas():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import llm_credit_assignment as bench_module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    # 5 seeds x 134 tasks with a fifth of the outcomes changed: (1.96 + 0.8416) * sqrt(0.2 / 670)
+    out = bench_module.detectable(134, 670, [0.02, -0.03, 0.05, 0.0, 0.01])
+    assert out["detectable_episodes"] == pytest.approx(0.0484, abs=1e-4)
+    # sd of the five differences 0.02915: (2.776 + 0.941) * 0.02915 / sqrt(5)
+    assert out["detectable_seeds"] == pytest.approx(0.04846, abs=1e-4)
+    assert math.isnan(bench_module.detectable(10, 134, [0.1])["detectable_seeds"])  # one seed: no spread
