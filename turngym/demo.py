@@ -262,6 +262,23 @@ def sign_test(gained: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def sign_test_power(tasks: int, changed: float, gain: float, alpha: float = 0.05) -> float:
+    """How often the demo's test (``sign_test`` on ``tasks`` paired episodes, p < ``alpha``, RL
+    ahead) passes when RL truly gains ``gain`` in success and a share ``changed`` of the tasks
+    changes outcome (gained with probability ``(changed + gain) / 2``, lost with
+    ``(changed - gain) / 2``): exact, summed over every split of the changed tasks."""
+    if not 0 <= gain <= changed <= 1:
+        raise ValueError(f"need 0 <= gain <= changed <= 1, got gain={gain}, changed={changed}")
+    up = (changed + gain) / 2 / changed if changed else 0.0  # a changed task went RL's way
+    power = 0.0
+    for m in range(tasks + 1):
+        p_m = math.comb(tasks, m) * changed ** m * (1 - changed) ** (tasks - m)
+        for g in range(m // 2 + 1, m + 1):
+            if sign_test(g, m - g) < alpha:
+                power += p_m * math.comb(m, g) * up ** g * (1 - up) ** (m - g)
+    return power
+
+
 def stage_row(name: str, row: dict, prefix: str, n: int) -> dict:
     out = {"policy": name, **{k: row.get(f"{prefix}{k}", "-") for k in ("success_rate", "mean_return",
                                                                          "mean_steps")}}

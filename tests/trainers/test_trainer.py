@@ -527,6 +527,21 @@ def test_demo_pairs_the_evaluations_task_by_task(tmp_path):
     assert sign_test(0, 6) == sign_test(6, 0) == pytest.approx(2 / 64)
 
 
+def test_sign_test_power_is_exact():
+    from turngym.demo import sign_test, sign_test_power
+
+    # with no true gain the test passes (RL ahead) at most alpha / 2 of the time
+    assert 0 < sign_test_power(134, 0.25, 0.0) <= 0.025
+    # two tasks, both change: only a 2-0 split could pass, and its p is 0.5: never
+    assert sign_test_power(2, 1.0, 1.0) == 0.0
+    # six tasks that all change and always go RL's way: 6-0, p = 2 / 64 < 0.05, always
+    assert sign_test(6, 0) < 0.05 and sign_test_power(6, 1.0, 1.0) == pytest.approx(1.0)
+    # the README's figures: 134 tasks, a true gain of 0.10
+    assert round(sign_test_power(134, 0.20, 0.10), 2) == 0.69 and round(sign_test_power(134, 0.35, 0.10), 2) == 0.45
+    with pytest.raises(ValueError, match="gain <= changed"):
+        sign_test_power(134, 0.1, 0.2)
+
+
 def test_curves_put_every_evaluation_at_its_stage():
     from turngym.trainers.metrics import eval_points
 
