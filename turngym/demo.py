@@ -232,6 +232,11 @@ def verdict(after_sft: dict, after_rl: dict, pair: tuple[int, int, int] | None) 
     else:
         lines.append("RL did not improve on SFT in this run: this seed falls short of the demo's target "
                      f"({TARGET_GAIN:+.2f} at p < 0.05).")
+    changed = (gained + lost) / paired
+    if not (change >= TARGET_GAIN and p < 0.05) and changed >= TARGET_GAIN:
+        # how decisive a miss is: one run of this size misses a real gain of the target's size often
+        lines.append(f"(With {changed:.0%} of the episodes changing outcome, RL that truly gains {TARGET_GAIN:+.2f} "
+                     f"passes this test in {sign_test_power(paired, changed, TARGET_GAIN):.0%} of runs.)")
     return "\n".join(lines)
 
 

@@ -453,6 +453,9 @@ def test_demo_verdict_says_plainly_whether_the_target_was_met():
     assert "target is met" in verdict(sft, rl, (22, 2, 134))
     assert sign_test(22, 2) < 0.05
     assert "not beyond noise" in verdict(sft, rl, (6, 1, 50))
+    # a miss says how often a real gain of the target's size would pass (seed 0: +18/-10 of 134)
+    assert "truly gains +0.10 passes this test in 67% of runs" in verdict(sft, {"success_rate": 0.33}, (18, 10, 134))
+    assert "truly gains" not in verdict(sft, rl, (22, 2, 134))  # met: nothing to qualify
     assert "did not improve" in verdict(sft, {"success_rate": 0.2}, (2, 2, 134))
     assert "less than the demo's target" in verdict(sft, {"success_rate": 0.26}, (9, 0, 134))
     # seed 3 of the demo: 0.38 -> 0.13, +6/-40
