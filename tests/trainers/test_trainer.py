@@ -347,7 +347,8 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
     from turngym.trainers.loop import train
 
     extra = ["rl.updates=4", "eval.every=2", "sft.episodes=2", "sft.batch_size=4", "rl.estimator=gigpo",
-             "rl.kl_coef=0.05"]  # the KL's reference (the policy after SFT) is resumed too
+             "rl.kl_coef=0.05",  # the KL's reference (the policy after SFT) is resumed too
+             "model.lora_layers=1"]  # as the demo: adapters on the top layer, the bottom one replayed
     straight = cfg_for(tmp_path, *extra, name="straight")
     train(straight, log=lambda _: None)
     expected = comparable(read_metrics(Path(straight.run_dir) / "metrics.jsonl"))
