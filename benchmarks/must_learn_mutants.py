@@ -39,8 +39,8 @@ from turngym.trainers import loop, losses, samples, update  # noqa: E402
 def shifted_mask(mp):
     real = update.score
 
-    def score(tr, prompts, completions, *, with_grad, reference=False):
-        out = real(tr, prompts, completions, with_grad=with_grad, reference=reference)
+    def score(tr, prompts, completions, *, with_grad):
+        out = real(tr, prompts, completions, with_grad=with_grad)
         if not with_grad:
             return out
         mask = torch.zeros_like(out.mask)

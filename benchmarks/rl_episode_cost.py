@@ -40,7 +40,8 @@ from turngym.agents.engine import generation
 
 
 def count_tokens(model, counter: dict):
-    """A forward pre-hook on the base transformer counting real input tokens per call."""
+    """Forward pre-hooks (their handles) counting real input tokens per call of the base
+    transformer, and the positions its first decoder layer really computes."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     inner = base.model
 
@@ -58,15 +59,8 @@ def count_tokens(model, counter: dict):
     def bottom(_module, args):  # positions the first decoder layer really computed (not replayed)
         counter["bottom_slots"] += args[0].shape[0] * args[0].shape[1]
 
-    handles = [inner.register_forward_pre_hook(hook, with_kwargs=True),
-               inner.layers[0].mlp.register_forward_pre_hook(bottom)]
-
-    class Handles:
-        def remove(self):
-            for h in handles:
-                h.remove()
-
-    return Handles()
+    return [inner.register_forward_pre_hook(hook, with_kwargs=True),
+            inner.layers[0].mlp.register_forward_pre_hook(bottom)]
 
 
 def every_row(prompts):
@@ -116,7 +110,7 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         train_ids = run_task_ids(cfg)[0]
         pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
         counter = {"tokens": 0, "slots": 0, "bottom_slots": 0}
-        handle = count_tokens(tr.model, counter)
+        handles = count_tokens(tr.model, counter)
         phases = {"score_no_grad_s": 0.0, "score_with_grad_s": 0.0}  # inside the update: the rest is backward + step
         real_score = update_module.score
 
@@ -156,7 +150,8 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
                              "train_success": row.get("train/success_rate")})
                 print(f"  {name} update {update}: {rows[-1]}", flush=True)
         finally:
-            handle.remove()
+            for h in handles:
+                h.remove()
             pool.close()
             update_module.score = real_score
     finally:

@@ -177,6 +177,11 @@ def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
     keeps that reference."""
     from turngym.agents.engine.scoring import score_completions
     from turngym.trainers.loop import REFERENCE_FILE, score, train
+    from turngym.trainers.update import reference_weights
+
+    def reference_score(tr):
+        with reference_weights(tr):
+            return score(tr, prompt, completion, with_grad=False).logprobs
 
     extra = ("sft.episodes=2", "sft.lr=1e-2", "rl.updates=2", "rl.kl_coef=0.1", "eval.every=0",
              f"model.lora={lora}", "tensorboard=false")
@@ -185,7 +190,7 @@ def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
     assert tr.reference and all(torch.equal(t, params[n]) for n, t in tr.reference.items())
     prompt, completion = [[1, 2, 3, 4]], [[5, 6, 7]]
     policy = score(tr, prompt, completion, with_grad=False).logprobs
-    assert torch.equal(score(tr, prompt, completion, with_grad=False, reference=True).logprobs, policy)
+    assert torch.equal(reference_score(tr), policy)
     if lora == "true":  # SFT moved the adapters: the base model is not the reference
         with tr.model.disable_adapter(), torch.no_grad():
             base = score_completions(tr.model.get_base_model(), prompt, completion).logprobs
@@ -195,7 +200,7 @@ def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
     resumed = train(cfg_for(tmp_path, *extra), log=lambda _: None)
     assert all(torch.equal(t, resumed.reference[n]) for n, t in tr.reference.items())
     after = score(resumed, prompt, completion, with_grad=False).logprobs
-    assert torch.equal(score(resumed, prompt, completion, with_grad=False, reference=True).logprobs, policy)
+    assert torch.equal(reference_score(resumed), policy)
     assert not torch.equal(after, policy)  # RL moved the policy; the reference stayed
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert [r["update"] for r in rows] == [0, 1, 2] and all(r["loss/kl"] >= 0 for r in rows[1:])

@@ -39,15 +39,13 @@ if TYPE_CHECKING:  # imported where first needed
     from turngym.core.pool import EnvPool
 
 
-def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *, with_grad: bool,
-          reference: bool = False) -> TokenScores:
-    """Per-token log-probs of the completions under the policy (or the KL's reference)."""
+def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *,
+          with_grad: bool) -> TokenScores:
+    """Per-token log-probs of the completions under the model's weights as they are (inside
+    ``reference_weights``: the KL's reference)."""
     from turngym.agents.engine.scoring import score_completions
 
     kwargs = dict(temperature=tr.policy.temperature, pad_id=tr.tokenizer.pad_token_id or 0, compute_entropy=False)
-    if reference:
-        with reference_weights(tr):
-            return score_completions(tr.model, samples_prompt, samples_completion, with_grad=False, **kwargs)
     return score_completions(tr.model, samples_prompt, samples_completion, with_grad=with_grad, **kwargs)
 
 

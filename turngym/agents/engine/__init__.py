@@ -6,6 +6,8 @@ the trainer scores with it, on the same token layout.
 - ``decode_step``: one decoding step of a Llama model without transformers' layer modules;
 - ``attention``: ``cpu_attention``, sdpa except for one-query bfloat16 decoding on CPU;
 - ``scoring``: per-token log-probs and entropies of recorded completions (``score_completions``);
+- ``frozen_layers``: a second scoring pass of the same rows that replays the first pass's frozen
+  bottom layers (``FrozenBottom``: the KL's reference, then the policy);
 - ``private``: every use of torch's and transformers' private API, each with why.
 
 Importing this package loads nothing; each module imports torch itself.

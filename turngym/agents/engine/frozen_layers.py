@@ -9,7 +9,7 @@ layer added to the call's cache. ``replaying()`` runs the next pass over the sam
 frozen layers computing nothing: each hands its recorded keys/values to the cache (so the cache
 after the call is what a full forward leaves) and the last one returns the recorded output. The
 adapted layers see the very tensors a full forward would give them, so the replayed pass's
-log-probs and gradients are bit-identical to a normal pass (tests/agents/test_fast_rollouts.py).
+log-probs and gradients are bit-identical to a normal pass (tests/agents/test_frozen_layers.py).
 
 Calls are matched by order, so the replayed pass must make the same calls (``score_completions``
 on the same rows does); a call whose shape differs from the recorded one raises.
@@ -26,8 +26,7 @@ import torch
 def decoder_layers(model) -> torch.nn.ModuleList | None:
     """The Llama-family decoder layers of ``model`` (PEFT-wrapped or not), else None."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = getattr(base, "config", None)
-    if getattr(config, "model_type", None) != "llama":  # whose layers fill a plain per-layer cache
+    if getattr(getattr(base, "config", None), "model_type", None) != "llama":  # a plain per-layer cache
         return None
     return getattr(getattr(base, "model", None), "layers", None)
 
@@ -36,10 +35,7 @@ def frozen_depth(model) -> int:
     """How many bottom decoder layers no trainable parameter touches, the embeddings frozen too;
     0 when anything below the layers trains (full fine-tuning) or the model is not Llama-family."""
     layers = decoder_layers(model)
-    if layers is None:
-        return 0
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    if any(p.requires_grad for p in base.get_input_embeddings().parameters()):
+    if layers is None or any(p.requires_grad for p in model.get_input_embeddings().parameters()):
         return 0
     depth = 0
     for layer in layers:
