@@ -36,13 +36,13 @@ from pathlib import Path
 
 import torch
 
-from turngym.agents.engine import generation
+from turngym.agents.engine import base_model, generation
 
 
 def count_tokens(model, counter: dict):
     """Forward pre-hooks (their handles) counting real input tokens per call of the base
     transformer, and the positions its first decoder layer really computes."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     inner = base.model
 
     def hook(_module, args, kwargs):

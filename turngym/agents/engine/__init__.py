@@ -12,3 +12,8 @@ the trainer scores with it, on the same token layout.
 
 Importing this package loads nothing; each module imports torch itself.
 """
+
+
+def base_model(model):
+    """``model`` without its PEFT wrapper (``get_base_model()``), or ``model`` if it has none."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model

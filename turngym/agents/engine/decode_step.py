@@ -38,7 +38,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from turngym.agents.engine import private
+from turngym.agents.engine import base_model, private
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys and values, [batch, heads, tokens, dim]
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KV], tuple[torch.Tensor, KV]]
@@ -55,7 +55,7 @@ def llama_decode_step(model) -> Step | None:
 
     from turngym.agents.engine.attention import CPU_ATTENTION
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     config = getattr(base, "config", None)
     if config is None or config.model_type != "llama" or type(base).__name__ != "LlamaForCausalLM":
         return None

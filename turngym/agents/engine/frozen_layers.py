@@ -22,10 +22,12 @@ from collections import deque
 
 import torch
 
+from turngym.agents.engine import base_model
+
 
 def decoder_layers(model) -> torch.nn.ModuleList | None:
     """The Llama-family decoder layers of ``model`` (PEFT-wrapped or not), else None."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if getattr(getattr(base, "config", None), "model_type", None) != "llama":  # a plain per-layer cache
         return None
     return getattr(getattr(base, "model", None), "layers", None)

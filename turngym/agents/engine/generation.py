@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from turngym.agents.engine import base_model
 from turngym.agents.engine.decode_step import KV, llama_decode_step
 
 PAD_SLACK = 0.25  # padding a prefill chunk may add, as a share of its real tokens
@@ -135,7 +136,7 @@ def forward_with_cache(model, cache, all_logits: bool = False, **kwargs):
 
     transformers renamed ``past_key_values`` to ``cache`` (5.2x); pass whichever this one takes.
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if isinstance(kwargs.get("logits_to_keep"), int) and kwargs["logits_to_keep"] > 0:
         kwargs["logits_to_keep"] = keep_last(kwargs["logits_to_keep"], kwargs["input_ids"].device)
     name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
