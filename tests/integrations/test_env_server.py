@@ -28,7 +28,7 @@ class SleepyCounter(CounterEnv):
 
     def _step(self, action):
         if action.strip() == "sleep":
-            time.sleep(3)
+            time.sleep(60)
         return super()._step(action)
 
 
@@ -150,12 +150,15 @@ def test_env_crash_is_unscorable_and_the_session_recovers():
 
 @pytest.mark.slow
 def test_hung_step_times_out_unscorable_and_frees_the_session():
-    with env_server(step_timeout_s=0.5) as (url, store):
+    # 5 s: the timeout also bounds building the env in a new process, which took over 0.5 s on a
+    # loaded machine
+    with env_server(step_timeout_s=5.0) as (url, store):
         env = RemoteEnv(url, "turngym-tests/SleepyCounter-v0")
         env.reset(seed=0)
         started = time.monotonic()
         obs, reward, terminated, truncated, info = env.step("sleep")
-        assert time.monotonic() - started < 2.5
+        # cut short by the timeout, not waited out (the env sleeps 60 s)
+        assert time.monotonic() - started < 30
         assert truncated and info["scorable"] is False and "step_timeout" in obs
         assert store.stats()["open_sessions"] == 0 and store.stats()["timed_out"] == 1
         env.reset(seed=0)  # a new session on the server
