@@ -493,6 +493,14 @@ def test_nice_ticks_for_a_constant_rate_stay_at_or_above_zero():
     assert nice_ticks(-2, -2)[0] < -2 < nice_ticks(-2, -2)[-1]
 
 
+def test_nice_ticks_for_values_equal_up_to_rounding():
+    # a return of -0.2 in every update, summed two ways: steps of 1e-17 once looped for ever
+    # (a data-parallel demo's report hung in it)
+    ticks = nice_ticks(-0.20000000000000004, -0.2)
+    assert len(ticks) <= 10 and ticks[0] < -0.2 < ticks[-1]
+    assert len(nice_ticks(1e12, 1e12 + 1e-3)) <= 10
+
+
 @pytest.mark.browser
 def test_episode_list_fits_its_pane_with_household_ids(page, tmp_path):
     """Household task ids once made the list 829 px wide in a 560 px pane, hiding outcome

@@ -135,7 +135,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> l
     """Round tick values covering [lo, hi] (steps of 1, 2 or 5 times a power of ten)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return [0.0]
-    if hi <= lo:  # one value: a unit-wide axis around it that does not cross zero
+    if hi - lo <= 1e-9 * max(abs(lo), abs(hi), 1.0):
+        # one value, up to rounding (-0.2 and -0.20000000000000004: steps of 1e-17 never ended):
+        # a unit-wide axis around it that does not cross zero
         # (a success rate that is 0 everywhere gets 0..1, not -0.5..0.5)
         lo, hi = (lo - 0.5, hi + 0.5) if lo < 0 or lo - 0.5 >= 0 else (0.0, lo + 1.0)
     raw = (hi - lo) / max(count - 1, 1)
