@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 
 ENV_ID = "turngym/Household-Easy-v0"
@@ -57,6 +58,7 @@ def demo_overrides(args) -> list[str]:
       there), each task's prompt head encoded once per micro-batch; the admissible actions are
       listed by the prompt (one per line) rather than by the env (one long line).
     """
+    procs = processes(args)
     return [
         f"run_dir={args.run_dir}", f"seed={args.seed}", "resume=false", "checkpoint_every=0",
         f"env.id={ENV_ID}", f"env.eval_split={args.eval_split}", "env.backend=inline", f"env.num_envs={args.num_envs or eval_episodes(args)}",
@@ -74,8 +76,10 @@ def demo_overrides(args) -> list[str]:
         f"sft.episodes={args.sft_episodes}", "sft.epochs=2", "sft.lr=1e-3", "sft.batch_size=8",
         "sft.micro_batch_size=8",
         f"rl.updates={args.updates}", "rl.estimator=gigpo", "rl.estimator_args={scale: false}",
-        f"rl.tasks_per_update={args.tasks_per_update}",
-        f"rl.group_size={args.group_size}", f"rl.lr={args.lr}", "rl.minibatch_size=32", "rl.micro_batch_size=32",
+        # per process: with --processes N each collects tasks/N groups and takes minibatches of 32/N turns
+        f"rl.tasks_per_update={args.tasks_per_update // procs}",
+        f"rl.group_size={args.group_size}", f"rl.lr={args.lr}", f"rl.minibatch_size={32 // procs}",
+        f"rl.micro_batch_size={32 // procs}",
         f"rl.kl_coef={args.kl}",
         f"eval.episodes={eval_episodes(args)}", f"eval.curve_episodes={args.curve_episodes}",
         f"eval.every={eval_every(args)}", "eval.at_start=true", f"eval.zero_shot={str(args.zero_shot).lower()}",
@@ -122,6 +126,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (default 0: torch's choice, one per core; measured 1.7x faster "
                         "than 1 thread on an idle 2-core machine; use 1 when other jobs share the cores)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="data-parallel processes of one torch thread each (default: 1; each plays a share of "
+                        "every update's tasks and of every evaluation; --tasks-per-update must be a multiple)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--show-config", action="store_true", help="print the training config and exit")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -134,6 +141,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="turngym demo")
     add_arguments(parser)
     return parser.parse_args(argv)
+
+
+def processes(args) -> int:
+    n = int(getattr(args, "processes", 1) or 1)
+    if n < 1 or args.tasks_per_update % n or 32 % n:
+        raise ValueError(f"--processes: {n}; allowed: a divisor of --tasks-per-update ({args.tasks_per_update}) "
+                         "and of the minibatch of 32 turns")
+    return n
 
 
 def eval_episodes(args) -> int:
@@ -151,16 +166,21 @@ def run(args) -> int:
     if args.show_config:
         print(dump_yaml(cfg), end="")
         return 0
+    if processes(args) > 1 and "WORLD_SIZE" not in os.environ:
+        return launch(args.processes)
     import torch
 
     from turngym.cli_common import format_table
     from turngym.trainers.loop import train
     from turngym.trainers.metrics import read_metrics
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads or processes(args) > 1:
+        torch.set_num_threads(args.threads or 1)
     if torch.cuda.is_available():
         cfg.model.device = "cpu"  # the demo is the CPU run; `turngym train` uses a GPU when there is one
+    if int(os.environ.get("RANK", "0")) > 0:  # another process of --processes: rank 0 reports
+        train(cfg, log=lambda line: None)
+        return 0
     n = cfg.eval.episodes
     print(f"turngym demo (seed {args.seed}): {args.model} on {ENV_ID}: SFT on {args.sft_episodes} expert "
           f"episodes -> {args.updates} GiGPO updates; held-out: {args.eval_split}, {n} episodes after SFT and "
@@ -196,6 +216,19 @@ def run(args) -> int:
           f"total {minutes:.1f} min")
     print(f"report: {cfg.run_dir}/report.html   (browse the episodes: turngym view {cfg.run_dir})")
     return 0
+
+
+def launch(n: int) -> int:
+    """Run this same command as ``n`` processes under torch's launcher (``torchrun --standalone``),
+    one torch thread each; rank 0 prints. Two single-thread processes did more work on 2 cores
+    than one process of two threads (docs/benchmarks.md)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
+               "-m", "turngym", *sys.argv[1:]]
+    return subprocess.run(command, env=env).returncode
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -508,6 +508,35 @@ def test_two_processes_average_gradients(tmp_path):
     assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()
 
 
+def test_demo_in_two_processes_matches_one(tmp_path):
+    """`turngym demo --processes 2`: SFT's batches and every evaluation's episodes are split
+    between the processes, so SFT's losses (the first is the whole batch's, before any step) and
+    the held-out episodes (same tasks, same seeds, greedy) match a one-process run's."""
+    args = ["--model", "tiny", "--sft-episodes", "4", "--eval-episodes", "5", "--max-turns", "2",
+            "--group-size", "2", "--tasks-per-update", "2", "--no-progress", "--zero-shot", "--updates", "2",
+            "--eval-every", "2"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    runs = {}
+    for n in (1, 2):
+        run_dir = tmp_path / f"p{n}"
+        out = subprocess.run([sys.executable, "-m", "turngym", "demo", *args, "--processes", str(n), "--run-dir",
+                              str(run_dir)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.count("Held-out tasks") == 1  # rank 0 alone reports
+        runs[n] = run_dir
+    one, two = (read_metrics(runs[n] / "metrics.jsonl") for n in (1, 2))
+    assert two[-1]["processes"] == 2 and "processes" not in one[-1]
+    assert two[0]["sft/loss_first"] == pytest.approx(one[0]["sft/loss_first"], rel=1e-5)
+    assert two[0]["sft/loss_last"] == pytest.approx(one[0]["sft/loss_last"], rel=1e-3)
+
+    def episodes(run_dir, name):
+        return [(t.task_id, t.seed, [s.action for s in t.steps]) for t in read_jsonl(run_dir / "eval" / name)]
+
+    for name in ("zero_shot.jsonl", "update_0000.jsonl"):
+        assert len(episodes(runs[2], name)) == 5 and episodes(runs[2], name) == episodes(runs[1], name)
+    assert [t for t, _, _ in episodes(runs[2], "update_0002.jsonl")] == [t for t, _, _ in episodes(runs[1], "update_0002.jsonl")]
+
+
 def test_wilson_interval():
     from turngym.demo import wilson
 

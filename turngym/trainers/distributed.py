@@ -1,9 +1,9 @@
 """Several processes (torchrun / `accelerate launch`): data-parallel training.
 
-Every process holds the whole model, collects its own share of the update's groups, and
-gradients are averaged across processes before each optimizer step, so the copies stay
-identical. Only rank 0 evaluates and writes the run directory. In a single process every
-function here is a no-op.
+Every process holds the whole model, collects its own share of the update's groups (and of
+SFT's batches, and of an evaluation's episodes), and gradients are averaged across processes
+before each optimizer step, so the copies stay identical. Rank 0 gathers the evaluations and
+alone writes the run directory. In a single process every function here is a no-op.
 """
 
 from __future__ import annotations
@@ -61,6 +61,36 @@ def sync_gradients(params: list[torch.nn.Parameter]) -> None:
             p.grad = torch.zeros_like(p)
         dist.all_reduce(p.grad)
         p.grad /= size
+
+
+def share(n: int) -> tuple[int, int]:
+    """This process's contiguous block ``[lo, hi)`` of ``n`` items (all of them in one process)."""
+    rank, size = world()
+    return rank * n // size, (rank + 1) * n // size
+
+
+def gather(items: list) -> list:
+    """Every process's ``items`` in rank order, on rank 0 (the others get []); ``items`` in one process."""
+    rank, size = world()
+    if size == 1:
+        return items
+    import torch.distributed as dist
+
+    parts = [None] * size if rank == 0 else None
+    dist.gather_object(items, parts, dst=0)
+    return [x for part in parts for x in part] if rank == 0 else []
+
+
+def total(value: float) -> float:
+    """``value`` summed over processes (itself in one process)."""
+    _, size = world()
+    if size == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t.item())
 
 
 def agree_max(value: int) -> int:

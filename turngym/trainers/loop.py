@@ -41,7 +41,7 @@ from turngym.core.runs import read_metrics, summary_row
 from turngym.trainers import checkpoint as ckpt
 from turngym.trainers.async_rollouts import seed_for
 from turngym.trainers.config import TrainConfig, dump_yaml
-from turngym.trainers.distributed import barrier, init_distributed, world
+from turngym.trainers.distributed import barrier, gather, init_distributed, share, world
 from turngym.trainers.metrics import MetricsWriter, plot_curves
 from turngym.trainers.rollout import attach_tokens, collect
 from turngym.trainers.samples import Sample, compute_advantages, estimate_advantages, write_advantages
@@ -101,6 +101,9 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
         tr.state = RunState.from_dict(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
         log(f"resumed from {last} (update {tr.state.update})")
     barrier()  # nobody writes a checkpoint before everyone has read theirs
+    rank, size = world()
+    if size > 1:  # each process samples a stream of its own (the model, built before, is the same in all)
+        torch.manual_seed(seed_for(cfg.seed, tr.state.update, 2 + rank))
     metrics = MetricsWriter(run_dir, tensorboard=cfg.tensorboard,
                             keep_until_update=tr.state.update if last is not None else -1) \
         if main else _NoMetrics()
@@ -134,7 +137,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
                 row = one_update(tr, pool, optimizer, train_ids, update)
             else:
                 row = async_update(tr, source, optimizer, update)
-            if main and (cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates):
+            if cfg.eval.every and update % cfg.eval.every == 0 or update == cfg.rl.updates:
                 # the last evaluation is whole (compared with the one before RL); the others may be
                 # a cheaper prefix of the same tasks (eval.curve_episodes)
                 episodes = cfg.eval.episodes if update == cfg.rl.updates else cfg.eval.curve_episodes or cfg.eval.episodes
@@ -177,7 +180,7 @@ def before_rl(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[
     cfg, log, main = tr.cfg, tr.log, world()[0] == 0
     row: dict[str, Any] = dict(tr.state.start_row or {"update": 0, "env_steps": 0, "episodes": 0})
     if tr.state.phase == "start":
-        if cfg.eval.at_start and (cfg.eval.zero_shot or cfg.sft.episodes == 0) and main:
+        if cfg.eval.at_start and (cfg.eval.zero_shot or cfg.sft.episodes == 0):
             # said before it starts: with an LLM this is minutes, and nothing else moves meanwhile
             log(f"zero-shot eval: {cfg.eval.episodes} held-out episodes ({cfg.env.eval_split})")
             t0 = time.perf_counter()
@@ -197,7 +200,7 @@ def before_rl(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[
                 # during it resumes here instead of redoing SFT
                 tr.state.phase, tr.state.start_row = "sft_done", row
                 save(tr, optimizer, 0)
-    if cfg.sft.episodes > 0 and cfg.eval.at_start and main:
+    if cfg.sft.episodes > 0 and cfg.eval.at_start:
         log(f"eval after sft: {cfg.eval.episodes} held-out episodes")
         t0 = time.perf_counter()
         after = evaluate(tr, pool, eval_ids, 0)
@@ -277,16 +280,22 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
 def evaluate(tr: Trainer, pool: EnvPool, eval_ids: list[str], update: int, name: str | None = None,
              episodes: int | None = None) -> dict[str, float]:
     """Greedy episodes on the first ``episodes`` (default ``eval.episodes``) held-out tasks,
-    written to ``eval/<name or update_NNNN>.jsonl``."""
+    written to ``eval/<name or update_NNNN>.jsonl``. Every process calls it: with several, each
+    plays a contiguous block of the episodes and rank 0 gathers them (the others get {})."""
     cfg = tr.cfg
     tasks = [eval_ids[i % len(eval_ids)] for i in range(episodes or cfg.eval.episodes)]
+    lo, hi = share(len(tasks))
     tr.eval_policy.reset_history()
-    bar = progress(tr, total=len(tasks), desc=f"eval {update}")
+    bar = progress(tr, total=hi - lo, desc=f"eval {update}")
     # a fixed seed: every evaluation sees the same episodes, so curves compare like with like
-    trajectories = collect(pool, tr.eval_policy, tasks, group_size=1, seed=cfg.seed + 100_003,
-                           max_turns=cfg.env.max_turns, bar=bar)
+    # (episode i resets with seed + i, whichever process plays it)
+    mine = collect(pool, tr.eval_policy, tasks[lo:hi], group_size=1, seed=cfg.seed + 100_003 + lo,
+                   max_turns=cfg.env.max_turns, bar=bar) if hi > lo else []
     bar.close()
     tr.eval_policy.reset_history()  # free the key/value cache (gigabytes) until the next evaluation
+    trajectories = gather(mine)
+    if world()[0] != 0:
+        return {}
     write_jsonl(Path(cfg.run_dir) / "eval" / f"{name or f'update_{update:04d}'}.jsonl", trajectories, append=False)
     return summary_row(trajectories, "eval")
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from turngym.agents.engine.frozen_layers import FrozenBottom
-from turngym.trainers.distributed import agree_max, sync_gradients, world
+from turngym.trainers.distributed import agree_max, share, sync_gradients, total, world
 from turngym.trainers.losses import (
     clipped_policy_loss,
     kl_to_reference,
@@ -272,6 +272,7 @@ def run_sft(tr: Trainer, pool: EnvPool, train_ids: list[str]) -> dict[str, Any]:
     rows = [row for episode in episodes for row in episode]
     optimizer = make_optimizer(tr, cfg.lr)
     losses = []
+    size = world()[1]
     tr.model.train()
     bar = progress(tr, total=cfg.epochs * ((len(rows) + cfg.batch_size - 1) // cfg.batch_size), desc="sft")
     for _ in range(cfg.epochs):
@@ -282,19 +283,23 @@ def run_sft(tr: Trainer, pool: EnvPool, train_ids: list[str]) -> dict[str, Any]:
             mb = sorted(mb, key=lambda row: row[0])
             optimizer.zero_grad(set_to_none=True)
             num_tokens = float(sum(len(c) for _, c in mb))
-            total = 0.0
-            for micro in batched(mb, cfg.micro_batch_size):
+            # with several processes each takes a contiguous share of the batch; its loss is
+            # normalised by the whole batch's tokens over the number of processes, so that the
+            # averaged gradients are the whole batch's
+            lo, hi = share(len(mb))
+            loss_sum = 0.0
+            for micro in batched(mb[lo:hi], cfg.micro_batch_size):
                 scores = score(tr, [p for p, _ in micro], [c for _, c in micro], with_grad=True)
-                loss = sft_loss(scores.logprobs, scores.mask, num_tokens)
+                loss = sft_loss(scores.logprobs, scores.mask, num_tokens / size)
                 loss.backward()
-                total += loss.item()
+                loss_sum += loss.item()
             params = [p for p in tr.modules.parameters() if p.requires_grad]
             sync_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
-            losses.append(total)
+            losses.append(total(loss_sum) / size)
             bar.update(1)
-            bar.set_postfix(loss=f"{total:.3f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
     bar.close()
     tr.model.eval()
     return {"sft/loss_first": losses[0] if losses else None, "sft/loss_last": losses[-1] if losses else None,
