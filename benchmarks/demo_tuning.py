@@ -3,7 +3,7 @@
     python benchmarks/demo_tuning.py --sft runs/sft0 --name lr3e-4 [--threads 1] -- --lr 3e-4 --updates 16
 
 ``--sft`` is a run folder holding the demo's checkpoint after SFT (update 0), made by
-``python -m turngym demo --updates 0 --set checkpoint_every=100 --set eval.at_start=false
+``python -m turngym demo --processes 1 --updates 0 --set checkpoint_every=100 --set eval.at_start=false
 --run-dir runs/sft0`` (the demo's SFT at its seed). Everything after ``--`` is a demo argument
 (``python -m turngym demo --help``): the variant. Each variant starts RL from that same
 checkpoint (the optimizer's learning rate set to the variant's), runs the demo's loop, and is
@@ -35,7 +35,8 @@ def demo_config(demo_argv: list[str], run_dir: Path, extra: list[str]):
     from turngym import demo
     from turngym.trainers.config import load_config
 
-    args = demo.parse(["--no-progress", "--eval-split", SPLIT, "--run-dir", str(run_dir), *demo_argv])
+    # one process: the variant runs here, in-process, from the one-process SFT checkpoint
+    args = demo.parse(["--no-progress", "--processes", "1", "--eval-split", SPLIT, "--run-dir", str(run_dir), *demo_argv])
     return load_config(None, [*demo.demo_overrides(args), "tensorboard=false", *extra]), args
 
 

@@ -56,7 +56,7 @@ def common(args) -> list[str]:
     from turngym import demo
 
     demo_args = demo.parse([
-        "--model", args.model, "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
+        "--model", args.model, "--processes", "1", "--eval-episodes", str(args.eval_episodes), "--sft-episodes", str(args.sft_episodes),
         "--max-turns", str(args.max_turns), "--shaped-reward", str(args.shaped_reward),
         "--tasks-per-update", str(args.tasks_per_update), "--group-size", str(args.group_size),
         "--lr", str(args.lr), "--temperature", str(args.temperature), "--no-progress", "--curve-episodes", "0",

@@ -4,7 +4,7 @@ for the path before repeated prompts were shared ("before") and today's ("today"
     python benchmarks/rl_episode_cost.py --sft runs/sft0 [--updates 3] [--threads 0]
 
 ``--sft`` is a run folder with an update-0 checkpoint after the demo's SFT, made by
-``python -m turngym demo --updates 0 --set checkpoint_every=100 --set eval.at_start=false
+``python -m turngym demo --processes 1 --updates 0 --set checkpoint_every=100 --set eval.at_start=false
 --run-dir runs/sft0``. Both paths start from it with the same seeds and run the demo's updates
 (2 tasks x 8 rollouts, GiGPO): "before" encodes every row's prompt even where rows repeat one
 (group members in the same state) and draws minibatches from a plain permutation of the turns,
@@ -203,7 +203,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    overrides = [*demo.demo_overrides(demo.parse(["--no-progress", "--num-envs", "16"])), "tensorboard=false", "save_rollouts=false",
+    overrides = [*demo.demo_overrides(demo.parse(["--no-progress", "--processes", "1", "--num-envs", "16"])), "tensorboard=false", "save_rollouts=false",
                  "run_dir=runs/rl_episode_cost"]
     out = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "sft": str(args.sft),
            "rates": measured_rates(overrides), "paths": []}

@@ -427,8 +427,9 @@ def test_text_only_rollouts_are_retokenized_and_rescored(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
-    """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs)."""
+def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capfd):
+    """`turngym demo` wiring (the real demo uses SmolLM2-135M and takes minutes; see docs), at
+    its default of two processes: ``run`` starts them from the parsed arguments, rank 0 prints."""
     import argparse
 
     from turngym import demo
@@ -440,7 +441,8 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capsys):
                               "--group-size", "2", "--tasks-per-update", "2", "--no-progress", "--zero-shot",
                               "--updates", "4", "--eval-every", "2", "--curve-episodes", "1"])
     assert demo.run(args) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
+    assert out.count("Held-out tasks") == 1
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
     assert "95% CI" in out and "held-out success during RL: update 2: " in out and "(1 ep.), update 4: " in out
     assert "Task by task (the same 2 episodes): RL solved" in out and "exact sign test" in out
@@ -480,7 +482,8 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     demo.add_arguments(parser)
     args = parser.parse_args(["--model", "tiny", "--run-dir", str(tmp_path / "demo"), "--updates", "0",
-                              "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2", "--no-progress"])
+                              "--sft-episodes", "2", "--eval-episodes", "2", "--max-turns", "2", "--no-progress",
+                              "--processes", "1"])
     assert demo.run(args) == 0
     out = capsys.readouterr().out
     assert "after SFT" in out and "+ 0 GiGPO updates" not in out
