@@ -511,6 +511,7 @@ def test_two_processes_average_gradients(tmp_path):
     assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()
 
 
+@pytest.mark.slow
 def test_demo_in_two_processes_matches_one(tmp_path):
     """`turngym demo --processes 2`: SFT's batches and every evaluation's episodes are split
     between the processes, so SFT's losses (the first is the whole batch's, before any step) and
