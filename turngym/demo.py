@@ -8,8 +8,9 @@
 
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
-The settings below took 19.1 minutes on two idle CPU cores at seed 0 (2026-11-28; the aim is 15):
-the five evaluations 8 minutes, RL 9.5, SFT 1.6.
+The settings below took 14.4-15.9 minutes on two idle CPU cores over seeds 0-4 (2026-11-28, two
+processes of one thread; the aim is 15): at seed 0 the five evaluations 6.3 minutes, RL 7.5, SFT
+1.5. One process of two threads (``--processes 1``) took 19.1 at seed 0.
 """
 
 from __future__ import annotations
