@@ -491,24 +491,44 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert "zero-shot" not in out and not (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
 
 
+def torchrun_train(tmp_path, cfg, processes: int = 2) -> None:
+    config_file = tmp_path / f"{Path(cfg.run_dir).name}-{cfg.rl.updates}.yaml"
+    config_file.write_text(json.dumps(cfg.to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                          str(processes), "-m", "turngym", "train", "--config", str(config_file),
+                          "--env-module", "trainer_envs"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_two_processes_average_gradients(tmp_path):
     """Data-parallel training as `accelerate launch` / torchrun start it: 2 CPU processes (gloo)."""
     cfg = cfg_for(tmp_path, "rl.updates=1", "eval.at_start=false", "eval.episodes=1", "tensorboard=false",
                   name="ddp")
-    config_file = tmp_path / "ddp.yaml"
-    config_file.write_text(json.dumps(cfg.to_dict()))
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                          "--master_port", "29517", "-m", "turngym", "train", "--config", str(config_file),
-                          "--env-module", "trainer_envs"], env=env, cwd=tmp_path, capture_output=True,
-                         text=True, timeout=400)
-    assert out.returncode == 0, out.stderr[-3000:]
+    torchrun_train(tmp_path, cfg)
     rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
     assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
     assert rows[-1]["policy/grad_norm"] > 0
     assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_resume_exactly(tmp_path):
+    """A data-parallel run stopped after update 1 and resumed gives the uninterrupted run's
+    updates 2 and 3: the checkpoint keeps every process's sampling stream, not only rank 0's."""
+    settings = ["eval.at_start=false", "eval.episodes=2", "eval.every=1", "tensorboard=false", "checkpoint_every=1",
+                "resume=true"]
+    torchrun_train(tmp_path, cfg_for(tmp_path, "rl.updates=3", *settings, name="whole"))
+    torchrun_train(tmp_path, cfg_for(tmp_path, "rl.updates=1", *settings, name="parts"))
+    torchrun_train(tmp_path, cfg_for(tmp_path, "rl.updates=3", *settings, name="parts"))
+    whole = comparable(read_metrics(tmp_path / "whole" / "metrics.jsonl"))
+    parts = comparable(read_metrics(tmp_path / "parts" / "metrics.jsonl"))
+    assert [r["update"] for r in parts] == [0, 1, 2, 3] and parts[-1]["processes"] == 2
+    assert parts == whole
+    assert (tmp_path / "parts" / "checkpoints" / "update_0003" / "rng_processes.pt").exists()
 
 
 @pytest.mark.slow

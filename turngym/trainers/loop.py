@@ -57,6 +57,7 @@ from turngym.trainers.state import RunState
 from turngym.trainers.update import rl_update, run_sft, score, sync_server
 
 REFERENCE_FILE = "reference.pt"  # in a checkpoint, with rl.kl_coef > 0: the KL's reference
+STREAMS_FILE = "rng_processes.pt"  # with several processes: each one's torch stream, by rank
 
 if TYPE_CHECKING:  # both are imported where they are first needed
     from turngym.core.pool import EnvPool
@@ -103,7 +104,11 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     barrier()  # nobody writes a checkpoint before everyone has read theirs
     rank, size = world()
     if size > 1:  # each process samples a stream of its own (the model, built before, is the same in all)
-        torch.manual_seed(seed_for(cfg.seed, tr.state.update, 2 + rank))
+        streams = last / STREAMS_FILE if last is not None else None
+        if streams is not None and streams.exists():
+            torch.set_rng_state(torch.load(streams, weights_only=True)[rank])
+        else:
+            torch.manual_seed(seed_for(cfg.seed, tr.state.update, 2 + rank))
     metrics = MetricsWriter(run_dir, tensorboard=cfg.tensorboard,
                             keep_until_update=tr.state.update if last is not None else -1) \
         if main else _NoMetrics()
@@ -120,7 +125,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             # the adapters switched off would be the model before SFT): only the trainable tensors
             # differ, so a copy of those (the adapter alone with LoRA), as a checkpoint keeps them
             tr.reference = ckpt.trainable_state(tr.model) if cfg.rl.kl_coef > 0 else None
-            if cfg.checkpoint_every and main:
+            if cfg.checkpoint_every:
                 save(tr, optimizer, 0)
         elif cfg.rl.kl_coef > 0:
             tr.reference = saved_reference(tr, last)
@@ -157,7 +162,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             bar.update(1)
             bar.set_postfix(success=f"{row.get('train/success_rate', 0):.2f}",
                             ret=f"{row.get('train/mean_return', 0):.2f}")
-            if main and cfg.checkpoint_every and (update % cfg.checkpoint_every == 0 or update == cfg.rl.updates):
+            if cfg.checkpoint_every and (update % cfg.checkpoint_every == 0 or update == cfg.rl.updates):
                 save(tr, optimizer, update, source)
         bar.close()
     finally:
@@ -177,7 +182,7 @@ def before_rl(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[
               eval_ids: list[str]) -> dict[str, Any]:
     """Update 0's row: zero-shot evaluation, SFT, evaluation after SFT (each when configured).
     A run resumed after SFT (phase ``sft_done``) starts from the saved row, past SFT."""
-    cfg, log, main = tr.cfg, tr.log, world()[0] == 0
+    cfg, log = tr.cfg, tr.log
     row: dict[str, Any] = dict(tr.state.start_row or {"update": 0, "env_steps": 0, "episodes": 0})
     if tr.state.phase == "start":
         if cfg.eval.at_start and (cfg.eval.zero_shot or cfg.sft.episodes == 0):
@@ -195,7 +200,7 @@ def before_rl(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list[
             row.update(run_sft(tr, pool, train_ids), **{"time/sft": time.perf_counter() - t0})
             log(f"sft: loss {row['sft/loss_first']:.3f} -> {row['sft/loss_last']:.3f} "
                 f"on {row['sft/turns']} expert turns")
-            if cfg.checkpoint_every and main and cfg.eval.at_start:
+            if cfg.checkpoint_every and cfg.eval.at_start:
                 # keep the SFT weights before the next long evaluation: a run killed
                 # during it resumes here instead of redoing SFT
                 tr.state.phase, tr.state.start_row = "sft_done", row
@@ -315,8 +320,14 @@ def learning_signal(trajectories: list[Trajectory]) -> dict[str, Any]:
 
 def save(tr: Trainer, optimizer: Optimizer, update: int, source: AsyncRollouts | None = None) -> None:
     """A checkpoint of the trainable weights, the optimizer, the RNG streams and the loop's state
-    (and, with asynchronous rollouts, what regenerates the in-flight batches)."""
+    (and, with asynchronous rollouts, what regenerates the in-flight batches). Every process
+    calls it: rank 0 writes, with every process's torch stream when there are several."""
+    streams = gather([torch.get_rng_state()])
+    if world()[0] != 0:
+        return
     extra = source.checkpoint_files(update) if source is not None else {}
+    if len(streams) > 1:
+        extra[STREAMS_FILE] = streams
     if tr.reference is not None:
         extra[REFERENCE_FILE] = tr.reference
     ckpt.save_checkpoint(tr.cfg.run_dir, update, tr.modules, optimizer, tr.state.to_dict(), tr.np_rng,
