@@ -236,6 +236,12 @@ class BrowserEnv(TurnEnv):
             fresh = True
         goal = await self.task_set.setup(Tab(self._page, [], fresh), task)
         self._navigating = False
+        try:  # a setup that waited only for the DOM: let frames finish loading (a cross-origin
+            # iframe's document came late on a loaded machine and the first observation missed it)
+            await self._page.wait_for_load_state("load", timeout=self.action_timeout_ms * 4)
+        except Exception as exc:  # noqa: BLE001 - a page still loading: observe what is there
+            if type(exc).__name__ != "TimeoutError":
+                raise
         snapshot = await self._observe(reset=True)
         verdict = await self.task_set.validate(Tab(self._page, []), task)
         shot = await self._screenshot(snapshot) if self.want_screenshot else None
