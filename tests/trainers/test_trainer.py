@@ -491,7 +491,7 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert "zero-shot" not in out and not (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
 
 
-def torchrun_train(tmp_path, cfg, processes: int = 2) -> None:
+def torchrun_train(tmp_path, cfg, processes: int = 2) -> str:
     config_file = tmp_path / f"{Path(cfg.run_dir).name}-{cfg.rl.updates}.yaml"
     config_file.write_text(json.dumps(cfg.to_dict()))
     env = {**os.environ, "OMP_NUM_THREADS": "1",
@@ -501,6 +501,7 @@ def torchrun_train(tmp_path, cfg, processes: int = 2) -> None:
                           "--env-module", "trainer_envs"], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=400)
     assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
 
 
 @pytest.mark.slow
@@ -529,6 +530,10 @@ def test_two_processes_resume_exactly(tmp_path):
     assert [r["update"] for r in parts] == [0, 1, 2, 3] and parts[-1]["processes"] == 2
     assert parts == whole
     assert (tmp_path / "parts" / "checkpoints" / "update_0003" / "rng_processes.pt").exists()
+    # resumed by another number of processes: fresh streams, said plainly, not an IndexError
+    out = torchrun_train(tmp_path, cfg_for(tmp_path, "rl.updates=4", *settings, name="parts"), processes=3)
+    assert "written by 2 processes, this run has 3" in out
+    assert [r["update"] for r in read_metrics(tmp_path / "parts" / "metrics.jsonl")] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.slow

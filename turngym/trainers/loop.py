@@ -104,10 +104,13 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
     barrier()  # nobody writes a checkpoint before everyone has read theirs
     rank, size = world()
     if size > 1:  # each process samples a stream of its own (the model, built before, is the same in all)
-        streams = last / STREAMS_FILE if last is not None else None
-        if streams is not None and streams.exists():
-            torch.set_rng_state(torch.load(streams, weights_only=True)[rank])
+        saved = last is not None and (last / STREAMS_FILE).exists() and torch.load(last / STREAMS_FILE, weights_only=True)
+        if saved and len(saved) == size:
+            torch.set_rng_state(saved[rank])
         else:
+            if saved:
+                log(f"resume: the checkpoint was written by {len(saved)} processes, this run has {size}: each "
+                    "process starts a fresh random stream, so the run does not continue exactly")
             torch.manual_seed(seed_for(cfg.seed, tr.state.update, 2 + rank))
     metrics = MetricsWriter(run_dir, tensorboard=cfg.tensorboard,
                             keep_until_update=tr.state.update if last is not None else -1) \
