@@ -39,8 +39,8 @@ from turngym.trainers import loop, losses, samples, update  # noqa: E402
 def shifted_mask(mp):
     real = update.score
 
-    def score(tr, prompts, completions, *, with_grad):
-        out = real(tr, prompts, completions, with_grad=with_grad)
+    def score(tr, prompts, completions, *, with_grad, **kwargs):
+        out = real(tr, prompts, completions, with_grad=with_grad, **kwargs)
         if not with_grad:
             return out
         mask = torch.zeros_like(out.mask)

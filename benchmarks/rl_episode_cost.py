@@ -14,8 +14,11 @@ padded pass (as until 2026-11-28); "today" also prefills in chunks of similar su
 (``generation.length_chunks``); "kl_prepass" is today's path except that the KL's reference
 scores every turn in a pass of its own (as until 2026-11-28), where "today" scores each
 micro-batch under the reference just before the policy, whose pass replays the reference pass's
-frozen bottom layers (``agents/engine/frozen_layers.py``). Samples can differ slightly between the paths (other batch shapes
-round differently in bfloat16), so each path reports its own tokens.
+frozen bottom layers (``agents/engine/frozen_layers.py``); "replay" is that path (as until
+2026-11-29), where "today" runs no frozen layer in the update at all: the rollouts keep those
+layers' output (``HFPolicy.keep_states``) and both of the update's passes start from it. Samples
+can differ slightly between the paths (other batch shapes round differently in bfloat16), so each
+path reports its own tokens.
 
 Per path it prints episodes per minute (rollout + update wall time), keeps the update's time in
 its no-grad scoring passes (the KL's reference, any re-scoring of old log-probs) and in the
@@ -47,6 +50,8 @@ def count_tokens(model, counter: dict):
 
     def hook(_module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None and kwargs.get("inputs_embeds") is not None:  # kept states (see "today")
+            ids = kwargs["inputs_embeds"][..., 0]
         mask = kwargs.get("attention_mask")
         if ids is None:
             return
@@ -95,6 +100,8 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     try:
         cfg = load_config(None, overrides)
         tr = build_trainer(cfg, log=lambda _: None)
+        if name != "today":
+            tr.policy.keep_states = 0  # the update runs the frozen layers itself
         optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
         tr.state = RunState()
         last = ckpt.latest_checkpoint(Path(args.sft))
@@ -198,7 +205,7 @@ def main() -> None:
     p.add_argument("--sft", required=True, help="run folder with the demo's update-0 (after SFT) checkpoint")
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--paths", default="before,one_pass,kl_prepass,today")
+    p.add_argument("--paths", default="before,one_pass,kl_prepass,replay,today")
     p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
     args = p.parse_args()
     if args.threads:

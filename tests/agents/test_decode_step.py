@@ -51,7 +51,7 @@ def _bf16(lora: bool):
 def _generate(model, tokenizer, *, direct: bool, monkeypatch, cache):
     with monkeypatch.context() as m:
         if not direct:
-            m.setattr(generation, "llama_decode_step", lambda model: None)
+            m.setattr(generation, "llama_decode_step", lambda model, keep_layer=0: None)
         torch.manual_seed(3)
         # rows of different lengths (left padding), sampled, stopping at different steps (rows
         # leave the batch) and storing their keys in the prefix cache
@@ -101,7 +101,7 @@ def _smollm2_bf16():
 def _one_row(model, *, direct: bool, monkeypatch):
     with monkeypatch.context() as m:
         if not direct:
-            m.setattr(generation, "llama_decode_step", lambda model: None)
+            m.setattr(generation, "llama_decode_step", lambda model, keep_layer=0: None)
         return generation.generate(model, [list(range(1000, 1040))], max_new_tokens=40, temperature=0.0,
                                  eos_ids=set())[0]
 
@@ -168,3 +168,16 @@ def test_sampler_and_scorer_log_probs_agree_in_bfloat16_with_lora():
     # measured 2026-11-27: max |ratio - 1| 0.18-0.25, mean 0.054-0.064 (bfloat16 rounding of the
     # two layouts; in float32 both are about 2e-5); the update warns when the mean passes the clip
     assert ratio_gap.max() < 0.4 and ratio_gap.mean() < 0.1, (ratio_gap.max(), ratio_gap.mean())
+    # as the trainer samples: keeping the bottom 20 layers' output changes nothing sampled, and
+    # the scorer that starts from it (skipping those layers) stays as close to the sampler
+    torch.manual_seed(0)
+    kept = generation.generate(lora, prompts, max_new_tokens=8, temperature=0.8, eos_ids=set(), keep_layer=20)
+    assert [r.tokens for r in kept] == [r.tokens for r in rows]
+    assert [r.logprobs for r in kept] == [r.logprobs for r in rows]
+    from_states = score_completions(lora, prompts, [r.tokens for r in rows], temperature=0.8,
+                                    states=[r.states for r in kept])
+    scored = torch.tensor([lp for row in from_states.to_lists()[0] for lp in row])
+    states_gap = (torch.exp(scored - sampled) - 1).abs()
+    print(f"|ratio - 1| from states: max {float(states_gap.max()):.3f}, mean {float(states_gap.mean()):.4f}; "
+          f"full pass: max {float(ratio_gap.max()):.3f}, mean {float(ratio_gap.mean()):.4f}")
+    assert states_gap.max() < 0.4 and states_gap.mean() < 0.1, (states_gap.max(), states_gap.mean())

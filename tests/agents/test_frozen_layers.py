@@ -133,3 +133,42 @@ def test_replaying_other_rows_than_were_recorded_raises():
     # the model is itself again afterwards
     assert "forward" not in vars(lora.get_base_model().model.layers[0])
     score_completions(lora, prompts, completions)
+
+
+def test_states_kept_while_sampling_let_scoring_skip_the_frozen_layers():
+    """generate(keep_layer=N) returns, per row, layer N's output over its prompt and reply; scoring
+    from those states runs none of the bottom N layers and gives a full pass's log-probs and LoRA
+    gradients (float32, so up to float rounding), including rows whose prompt came partly from the
+    prefix cache (the second call) and rows that repeat a prompt."""
+    from turngym.agents.engine.generation import PrefixCache, generate
+
+    model = _lora(_model(), [2, 3])
+    depth = frozen_depth(model)
+    prompts, _ = _rows()
+    cache = PrefixCache()
+    torch.manual_seed(0)
+    first = generate(model, prompts, max_new_tokens=6, temperature=1.0, cache=cache, keep_layer=depth)
+    longer = [p + r.tokens + [5, 6] for p, r in zip(prompts, first)]  # the next turn of each row
+    second = generate(model, longer, max_new_tokens=5, temperature=1.0, cache=cache, keep_layer=depth)
+    assert cache.hits
+    rows = first + second
+    prompts, completions = prompts + longer, [r.tokens for r in rows]
+    assert [r.states.shape[0] for r in rows] == [len(p) + len(c) - 1 for p, c in zip(prompts, completions)]
+    full, full_grads = _scores_and_grads(model, prompts, completions)
+    calls = []
+    layers = model.base_model.model.model.layers
+    hooks = [layers[i].self_attn.register_forward_pre_hook(lambda *_: calls.append(1)) for i in range(depth)]
+    try:
+        model.zero_grad()
+        scores = score_completions(model, prompts, completions, with_grad=True, temperature=0.8,
+                                   states=[r.states for r in rows])
+        scores.logprobs.sum().backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
+    assert not calls  # no attention (nor anything else) ran in the bottom layers
+    torch.testing.assert_close(scores.logprobs.detach(), full, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads, full_grads, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="states"):  # too few positions for a row
+        score_completions(model, prompts[:1], completions[:1], states=[rows[0].states[:3]])

@@ -136,6 +136,11 @@ class HFPolicy:
         self.generated_tokens = 0
         self.generation_seconds = 0.0
         self._weights_seen = weights_version(model)
+        # with keep_states = N (the trainer sets it: LoRA on the layers above N), every reply's
+        # layer-N states, keyed by prompt + reply ids, for the update to start from (take_states)
+        self.keep_states = 0
+        self._kept: dict[tuple[int, ...], torch.Tensor] = {}
+        self._cache_keeps = 0  # the keep_states the key/value cache's entries were made with
         if seed is not None:
             torch.manual_seed(int(seed))
 
@@ -186,9 +191,9 @@ class HFPolicy:
         """
         options = SamplingOptions(**{**self.sampling.__dict__, **overrides})
         version = weights_version(self.model)
-        if version != self._weights_seen:  # cached keys belong to the weights that computed them
-            self.kv_cache.clear()
-            self._weights_seen = version
+        if version != self._weights_seen or self._cache_keeps != self.keep_states:
+            self.kv_cache.clear()  # cached keys belong to the weights (and states to the layer) that made them
+            self._weights_seen, self._cache_keeps = version, self.keep_states
         out: list[Generation] = []
         start = time.perf_counter()
         was_training = self.model.training
@@ -200,8 +205,10 @@ class HFPolicy:
                     self.model, chunk, max_new_tokens=options.max_new_tokens, temperature=options.temperature,
                     top_p=options.top_p, top_k=options.top_k, eos_ids=self.eos_ids, stop=options.stop,
                     stop_when=stop_when, decode=self._decode, cache=self.kv_cache,
-                    pad_id=self.tokenizer.pad_token_id or 0)
+                    pad_id=self.tokenizer.pad_token_id or 0, keep_layer=self.keep_states)
                 out.extend(self._finish_row(p, r, options) for p, r in zip(chunk, rows))
+                for p, r in zip(chunk, rows) if self.keep_states else ():
+                    self._kept[(*p, *r.tokens)] = r.states
         finally:
             if was_training:
                 self.model.train()
@@ -298,6 +305,14 @@ class HFPolicy:
         self._replies.move_to_end(key)
         while len(self._replies) > self.cache_size:
             self._replies.popitem(last=False)
+
+    def kept_states(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> torch.Tensor | None:
+        """The kept states of one reply (see ``keep_states``), or None when none were kept."""
+        return self._kept.get((*prompt_ids, *completion_ids))
+
+    def drop_states(self) -> None:
+        """Forget the kept states (after the update took those it trains on)."""
+        self._kept.clear()
 
     def reset_history(self) -> None:
         """Forget remembered replies and cached keys/values (e.g. between evaluation runs, and

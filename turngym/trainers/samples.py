@@ -42,6 +42,8 @@ class Sample:
     # proximal policy's (the current weights, scored before the update)
     behaviour_logprobs: list[float] = field(default_factory=list)
     ref_logprobs: list[float] = field(default_factory=list)  # the KL reference's, with rl.kl_coef > 0
+    # the frozen bottom layers' output the rollout kept (HFPolicy.keep_states): scoring starts there
+    states: torch.Tensor | None = None
 
 
 def batched(items: list, size: int):
@@ -119,6 +121,8 @@ def compute_advantages(tr: Trainer, trajectories: list[Trajectory], out: Advanta
             old = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else []
             mask = list(s.loss_mask) if len(s.loss_mask) == len(s.completion_ids) else [1] * len(s.completion_ids)
             sample = Sample(s.prompt_ids, s.completion_ids, old, token_advantages(tr, s, float(a), out, i, j), mask)
+            if getattr(tr.policy, "keep_states", 0):
+                sample.states = tr.policy.kept_states(s.prompt_ids, s.completion_ids)
             if out.value_targets is not None:
                 sample.value_targets = padded(out.value_targets[i][j])
                 sample.value_weights = padded(out.value_weights[i][j])

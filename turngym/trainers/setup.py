@@ -44,6 +44,7 @@ class Trainer:
 
 
 def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Trainer:
+    from turngym.agents.engine.frozen_layers import frozen_depth
     from turngym.agents.hf import HFPolicy
     from turngym.agents.models import load_model
 
@@ -79,6 +80,9 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
     eval_policy = HFPolicy(model, tokenizer, temperature=gen.eval_temperature, max_new_tokens=gen.max_new_tokens,
                            prompt=prompt, batch_size=cfg.env.num_envs)
     rollout_policy = policy
+    if cfg.rl.max_lag == 0:  # the rollouts keep the frozen layers' output for the update (not
+        # asynchronous ones: the update would drop the states the next batch's rollouts keep meanwhile)
+        policy.keep_states = frozen_depth(model)
     if gen.server_url:
         from turngym.agents.openai_policy import OpenAIPolicy
 

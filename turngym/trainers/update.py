@@ -40,13 +40,21 @@ if TYPE_CHECKING:  # imported where first needed
 
 
 def score(tr: Trainer, samples_prompt: list[list[int]], samples_completion: list[list[int]], *,
-          with_grad: bool) -> TokenScores:
+          with_grad: bool, states: list[torch.Tensor] | None = None) -> TokenScores:
     """Per-token log-probs of the completions under the model's weights as they are (inside
-    ``reference_weights``: the KL's reference)."""
+    ``reference_weights``: the KL's reference); with ``states`` (``states_of``) the frozen
+    bottom layers are not run again."""
     from turngym.agents.engine.scoring import score_completions
 
     kwargs = dict(temperature=tr.policy.temperature, pad_id=tr.tokenizer.pad_token_id or 0, compute_entropy=False)
-    return score_completions(tr.model, samples_prompt, samples_completion, with_grad=with_grad, **kwargs)
+    return score_completions(tr.model, samples_prompt, samples_completion, with_grad=with_grad, states=states,
+                             **kwargs)
+
+
+def states_of(samples: list[Sample]) -> list[torch.Tensor] | None:
+    """The rollout's kept states of every sample (``Sample.states``), or None if any lacks them."""
+    states = [s.states for s in samples]
+    return None if any(x is None for x in states) else states
 
 
 @contextlib.contextmanager
@@ -87,7 +95,8 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
     decoupled = cfg.max_lag > 0 or cuts_sampling(tr.policy)
     missing = samples if decoupled else [s for s in samples if not s.old_logprobs]
     for chunk in batched(missing, cfg.micro_batch_size):  # e.g. remote generation: recompute here
-        scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False)
+        scores = score(tr, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], with_grad=False,
+                       states=states_of(chunk))
         for s, lp in zip(chunk, scores.to_lists()[0]):
             if decoupled:
                 s.behaviour_logprobs = s.old_logprobs or lp
@@ -131,7 +140,7 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
                 if bottom is not None and bottom.depth and epoch == 0:
                     scores = score_after_reference(tr, bottom, micro)
                 else:
-                    scores = score(tr, prompts, comps, with_grad=True)
+                    scores = score(tr, prompts, comps, with_grad=True, states=states_of(micro))
                 width = scores.logprobs.shape[1]
                 old = _pad([s.old_logprobs for s in micro], width, device)
                 adv = _pad([s.advantages for s in micro], width, device)
@@ -188,18 +197,19 @@ def rl_update(tr: Trainer, optimizer: torch.optim.Optimizer, samples: list[Sampl
 
 def score_after_reference(tr: Trainer, bottom: FrozenBottom, micro: list[Sample]) -> TokenScores:
     """The policy's scores of ``micro`` (with grad), after its reference log-probs
-    (``Sample.ref_logprobs``): the reference pass records the frozen bottom layers, the policy's
-    replays them. Called between micro-batches, when no autograd graph is live (the swap writes
-    the parameters in place)."""
-    prompts, comps = [s.prompt_ids for s in micro], [s.completion_ids for s in micro]
+    (``Sample.ref_logprobs``). Both passes start from the frozen bottom layers' output that the
+    rollout kept (``Sample.states``); where it kept none, the reference pass records those layers
+    and the policy's replays them. Called between micro-batches, when no autograd graph is live
+    (the swap writes the parameters in place)."""
+    prompts, comps, states = [s.prompt_ids for s in micro], [s.completion_ids for s in micro], states_of(micro)
     tr.model.eval()  # as the other no-grad passes: no adapter dropout in the reference
-    with bottom.recording(), reference_weights(tr):
-        ref = score(tr, prompts, comps, with_grad=False)
+    with bottom.recording() if states is None else contextlib.nullcontext(), reference_weights(tr):
+        ref = score(tr, prompts, comps, with_grad=False, states=states)
     tr.model.train()
     for s, lp in zip(micro, ref.to_lists()[0]):
         s.ref_logprobs = lp
-    with bottom.replaying():
-        return score(tr, prompts, comps, with_grad=True)
+    with bottom.replaying() if states is None else contextlib.nullcontext():
+        return score(tr, prompts, comps, with_grad=True, states=states)
 
 
 def prompt_clustered_order(samples: list[Sample], rng: np.random.Generator) -> list[int]:

@@ -45,12 +45,14 @@ Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KV], tuple[torch.Tens
 NATIVE_GEMV_ROWS = 1  # batches up to this size run their weight matmuls on torch's own kernels
 
 
-def llama_decode_step(model) -> Step | None:
+def llama_decode_step(model, keep_layer: int = 0) -> Step | None:
     """``step(tokens [B], positions [B], attention [B, K+1] (1 = real key), kv) -> (logits [B, V], kv)``
     for ``model`` as its weights are now, or ``None`` when the model does not qualify (see the
     module docstring). ``kv`` holds K cached keys/values per layer; the step returns them with
     the new token's appended, written in place when a tensor is a view with room past its end
-    (see ``_append``), so the caller hands over ``kv`` and keeps only what the step returns."""
+    (see ``_append``), so the caller hands over ``kv`` and keeps only what the step returns.
+    With ``keep_layer=N``, ``kv`` ends with one more entry, layer N's outputs ``[B, 1, K, hidden]``
+    (both of its tensors; ``generation``'s states), and the step appends the new token's."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from turngym.agents.engine.attention import CPU_ATTENTION
@@ -106,7 +108,9 @@ def llama_decode_step(model) -> Step | None:
     def layers(x, cos, sin, keep, masked, native, kv):
         batch = x.shape[0]
         out: KV = []
-        for (norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down)), (keys, values) in zip(linears, kv):
+        kept = None
+        for depth, (layer, (keys, values)) in enumerate(zip(linears, kv), 1):
+            norm1, norm2, (q_proj, k_proj, v_proj, o_proj, gate, up, down) = layer
             h = norm1(x)
             q = q_proj(h).view(batch, 1, heads, dim).transpose(1, 2)
             k = k_proj(h).view(batch, 1, kv_heads, dim).transpose(1, 2)
@@ -137,6 +141,11 @@ def llama_decode_step(model) -> Step | None:
             x = x + o_proj(a)
             h = norm2(x)
             x = x + down(F.silu(gate(h)) * up(h))
+            if depth == keep_layer:
+                kept = x
+        if keep_layer:
+            states = _append(kv[-1][0], kept.unsqueeze(1))
+            out.append((states, states))
         return lm_head(final_norm(x)[:, -1]), out
 
     return step

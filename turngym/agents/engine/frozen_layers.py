@@ -120,6 +120,38 @@ class FrozenBottom:
         return run
 
 
+@contextlib.contextmanager
+def skipped(model, depth: int):
+    """Inside the block the bottom ``depth`` decoder layers compute nothing: the caller passes
+    layer ``depth``'s output as ``inputs_embeds`` (the states a rollout kept, see
+    ``generation``), the frozen layers hand it up unchanged and add zero keys/values to the
+    cache, which no layer reads (only these layers would), so that the cache keeps its shape."""
+    if not depth:
+        yield
+        return
+    layers = list(decoder_layers(model))[:depth]
+    attn = layers[0].self_attn
+    config = attn.config
+    kv_heads, dim = config.num_key_value_heads, attn.head_dim
+
+    def make(i):
+        def run(hidden, *args, **kwargs):
+            cache = _cache(kwargs)
+            if cache is not None:
+                zeros = hidden.new_zeros(1, 1, 1, 1).expand(hidden.shape[0], kv_heads, hidden.shape[1], dim)
+                cache.update(zeros, zeros, i)
+            return hidden
+        return run
+
+    for i, layer in enumerate(layers):
+        layer.forward = make(i)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward
+
+
 def _cache(kwargs):
     # transformers renamed past_key_values to cache (5.2x)
     return kwargs.get("cache", kwargs.get("past_key_values"))

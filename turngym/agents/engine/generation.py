@@ -16,6 +16,14 @@ left-padding the caches to a common width; rows that finish leave the batch at o
 cached after rotary embedding at their true positions, and padding is masked, so a row's logits
 equal a fresh full forward pass up to float rounding.
 
+With ``keep_layer=N`` each row also returns the N-th decoder layer's output at every position it
+fed through the model (its prompt and every generated token but the last): the input of the
+layers above N. While the bottom N layers are frozen (LoRA on the top layers) those states are
+what any later pass over the same tokens computes there, so the trainer runs only the layers
+above them (``scoring.score_completions(states=...)``). They travel with the keys/values as one
+more "layer" of the cache, shaped ``[batch, 1, tokens, hidden]``, so the prefix cache, the
+padding and the row selection below carry them unchanged.
+
 Sampling happens here (not in ``model.generate``) so each token's log-prob and entropy come
 from the very logits it was drawn from, and stopping is per row: an end-of-turn token, a stop
 string, or a caller's ``stop_when(text)`` (the end of an action).
@@ -23,6 +31,7 @@ string, or a caller's ``stop_when(text)`` (the end of an action).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -47,6 +56,7 @@ class RowResult:
     finish_reason: str      # "stop" or "length"
     ended_with_eos: bool
     stop_hit: tuple[int, str] | None  # (character position, stop string) when a stop string ended it
+    states: torch.Tensor | None = None  # [prompt + tokens - 1, hidden], with keep_layer (see the module docstring)
 
 
 # ----- the cache store -----------------------------------------------------------------------
@@ -138,11 +148,38 @@ def forward_with_cache(model, cache, all_logits: bool = False, **kwargs):
     """
     base = base_model(model)
     if isinstance(kwargs.get("logits_to_keep"), int) and kwargs["logits_to_keep"] > 0:
-        kwargs["logits_to_keep"] = keep_last(kwargs["logits_to_keep"], kwargs["input_ids"].device)
+        inputs = kwargs["input_ids"] if "input_ids" in kwargs else kwargs["inputs_embeds"]
+        kwargs["logits_to_keep"] = keep_last(kwargs["logits_to_keep"], inputs.device)
     name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
     out = model(**kwargs, **{name: cache}, use_cache=True)
     after = getattr(out, "cache", None) if name == "cache" else out.past_key_values
     return (out.logits if all_logits else out.logits[:, -1, :]), after
+
+
+@contextlib.contextmanager
+def layer_output(model, layer: int):
+    """Collect the output of decoder layer ``layer`` (1-based; 0 collects nothing) of every
+    forward call inside the block, into the yielded list."""
+    outputs: list[torch.Tensor] = []
+    if not layer:
+        yield outputs
+        return
+    from turngym.agents.engine.frozen_layers import decoder_layers
+
+    handle = decoder_layers(model)[layer - 1].register_forward_hook(
+        lambda _module, _inputs, out: outputs.append(out[0] if isinstance(out, tuple) else out))
+    try:
+        yield outputs
+    finally:
+        handle.remove()
+
+
+def _with_states(kv: KV, before: torch.Tensor | None, new: torch.Tensor) -> KV:
+    """The model's cache ``kv`` with the states "layer" appended: ``before`` [B, 1, T, H] (the
+    states of the cached positions, or None) followed by ``new`` [B, n, H]."""
+    new = new.unsqueeze(1)
+    states = new if before is None else torch.cat([before, new], dim=2)
+    return [*kv, (states, states)]
 
 
 def keep_last(n: int, device) -> torch.Tensor:
@@ -228,11 +265,12 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
              top_k: int = 0, eos_ids: set[int] = frozenset(), stop: Sequence[str] = (),
              stop_when: Callable[[str], bool] | None = None, decode: Callable[[list[int]], str] | None = None,
              cache: PrefixCache | None = None, pad_id: int = 0,
-             on_token: Callable[[int], None] | None = None) -> list[RowResult]:
+             on_token: Callable[[int], None] | None = None, keep_layer: int = 0) -> list[RowResult]:
     """Sample one reply per prompt; see the module docstring.
 
     ``stop`` strings and ``stop_when`` look at ``decode(tokens so far)``; ``cache`` (optional)
-    supplies cached prefixes and receives every row's keys/values when the row ends.
+    supplies cached prefixes and receives every row's keys/values when the row ends (a cache
+    must be used with one ``keep_layer`` throughout: its entries hold the states or not).
     ``on_token(n)`` is called after each decoding step with the number of tokens it produced.
     """
     if not prompts:
@@ -246,16 +284,17 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
     # 1. prefill: rows with the same prompt (group members in the same state) share one
     # encoding; each distinct prompt runs only its uncached suffix
     unique, owner = distinct_rows(prompts)
-    first, own_kv = _prefill(model, unique, cache, pad_id, device)
+    first, own_kv = _prefill(model, unique, cache, pad_id, device, keep_layer)
     first_logits = [first[k] for k in owner]
     row_kv = [own_kv[k] for k in owner]
     del own_kv
     lengths = [len(p) for p in prompts]
     width = max(lengths)
     # the decoding steps: a direct step where the model qualifies (see decode_step), else the module stack
-    direct = llama_decode_step(model)
-    kv = _left_pad_stack(row_kv, width)            # the decoding caches, per layer
-    past = None if direct else from_layers(kv)     # the module stack's cache object, kept in step
+    direct = llama_decode_step(model, keep_layer)
+    kv = _left_pad_stack(row_kv, width)            # the decoding caches, per layer (+ the states)
+    model_kv = (lambda kv: kv[:-1]) if keep_layer else (lambda kv: kv)
+    past = None if direct else from_layers(model_kv(kv))  # the module stack's cache object, kept in step
     del row_kv
     attention = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
     for i, n in enumerate(lengths):
@@ -292,7 +331,9 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
             if finish is None:
                 keep.append(b)
                 continue
-            results[row] = RowResult(tokens[row], logprobs[row], entropies[row], *finish)
+            # the states cover what the cache does: the prompt and every generated token but the last
+            states = kv[-1][0][b, 0, width - lengths[row]:width + step].clone() if keep_layer else None
+            results[row] = RowResult(tokens[row], logprobs[row], entropies[row], *finish, states)
             if cache is not None:
                 # the cache covers the prompt and every generated token but the last (not fed yet)
                 pad = width - lengths[row]
@@ -304,7 +345,7 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
         if len(keep) < len(live):
             index = torch.tensor(keep, dtype=torch.long, device=device)
             kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in kv]
-            past = None if direct else from_layers(kv)
+            past = None if direct else from_layers(model_kv(kv))
             attention = attention.index_select(0, index)
             positions = positions.index_select(0, index)
             chosen = chosen.index_select(0, index)
@@ -313,9 +354,10 @@ def generate(model, prompts: list[list[int]], *, max_new_tokens: int, temperatur
         if direct:
             logits, kv = direct(chosen, positions, attention, kv)
         else:
-            logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
-                                              position_ids=positions.unsqueeze(-1))
-            kv = to_layers(past)
+            with layer_output(model, keep_layer) as kept:
+                logits, past = forward_with_cache(model, past, input_ids=chosen.unsqueeze(-1), attention_mask=attention,
+                                                  position_ids=positions.unsqueeze(-1))
+            kv = _with_states(to_layers(past), kv[-1][0], kept[0]) if keep_layer else to_layers(past)
         positions = positions + 1
     return results
 
@@ -340,7 +382,7 @@ def length_chunks(lengths: Sequence[int], slack: float) -> list[list[int]]:
     return chunks
 
 
-def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device
+def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device, keep_layer: int
              ) -> tuple[list[torch.Tensor], list[KV]]:
     """Every prompt's uncached suffix (at least its last token, which gives the first logits),
     in one forward pass per chunk of rows with similar suffix lengths (``length_chunks``).
@@ -351,14 +393,14 @@ def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id:
     row_kv: list[KV | None] = [None] * len(prompts)
     for chunk in length_chunks([len(p) - n for p, n in zip(prompts, cached)], PAD_SLACK):
         logits, kvs = _prefill_rows(model, [prompts[i] for i in chunk], [found[i] for i in chunk],
-                                    [cached[i] for i in chunk], pad_id, device)
+                                    [cached[i] for i in chunk], pad_id, device, keep_layer)
         for i, row_logits, kv in zip(chunk, logits, kvs):
             first[i], row_kv[i] = row_logits, kv
     return first, row_kv
 
 
 def _prefill_rows(model, prompts: list[list[int]], found: list[tuple[int, KV | None]], cached: list[int],
-                  pad_id: int, device) -> tuple[list[torch.Tensor], list[KV]]:
+                  pad_id: int, device, keep_layer: int) -> tuple[list[torch.Tensor], list[KV]]:
     """One forward pass over the rows' uncached suffixes: cached prefixes left-padded to one
     width, suffixes right-aligned after them, the gaps masked."""
     suffixes = [p[n:] for p, n in zip(prompts, cached)]
@@ -372,18 +414,22 @@ def _prefill_rows(model, prompts: list[list[int]], found: list[tuple[int, KV | N
         positions[i, suffix_width - len(x):] = torch.arange(n, n + len(x))
         mask[i, past_width - n:past_width] = 1
         mask[i, past_width + suffix_width - len(x):] = 1
-    past = None
+    past, before = None, None
     if past_width:
         template = next(kv for _, kv in found if kv is not None)
         rows = [[(k[:, :, :n], v[:, :, :n]) for k, v in kv] if n else
                 [(k.new_zeros(1, k.shape[1], 0, k.shape[3]), v.new_zeros(1, v.shape[1], 0, v.shape[3]))
                  for k, v in template] for (_, kv), n in zip(found, cached)]
-        past = from_layers(_left_pad_stack(rows, past_width))
-    logits, after = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
-                                       attention_mask=mask.to(device), logits_to_keep=1)
+        stacked = _left_pad_stack(rows, past_width)
+        if keep_layer:
+            stacked, before = stacked[:-1], stacked[-1][0]
+        past = from_layers(stacked)
+    with layer_output(model, keep_layer) as kept:
+        logits, after = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
+                                           attention_mask=mask.to(device), logits_to_keep=1)
     first_logits = [logits[i:i + 1] for i in range(batch)]
     # each row's real keys/values, contiguous again (decoding below left-pads them to one width)
-    layers = to_layers(after)
+    layers = _with_states(to_layers(after), before, kept[0]) if keep_layer else to_layers(after)
     row_kv: list[KV] = []
     for i in range(batch):
         real = mask[i].nonzero().squeeze(-1).to(device)

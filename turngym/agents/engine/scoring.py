@@ -17,6 +17,12 @@ Rows of one batch often share a long prompt head (the system prompt and the task
 one task's turns). That head is encoded once, its keys/values broadcast to every row, and only
 each row's own tail runs per row: the same function of the weights (gradients flow back into
 the head through the broadcast), at a fraction of the cost on CPU.
+
+With ``states`` (each row's frozen-bottom output, kept by the rollout that sampled it:
+``generation.generate(keep_layer=...)``) the frozen bottom layers compute nothing: every pass
+starts from the kept states at the positions it encodes (``frozen_layers.skipped``). Those states
+were computed in other batches than the scorer's, so the log-probs equal a full pass's up to
+float rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import torch
 
 from turngym.agents.engine import generation
 from turngym.agents.engine.decode_step import KV
+from turngym.agents.engine.frozen_layers import frozen_depth, skipped
 from turngym.agents.engine.generation import forward_with_cache, from_layers, keep_last, to_layers
 
 MIN_SHARED_HEAD = 16  # shorter common heads are not worth a second forward call
@@ -54,7 +61,8 @@ class TokenScores:
 
 def score_completions(model, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
                       *, temperature: float = 1.0, with_grad: bool = False, pad_id: int = 0,
-                      compute_entropy: bool = True, share_head: bool = True) -> TokenScores:
+                      compute_entropy: bool = True, share_head: bool = True,
+                      states: Sequence[torch.Tensor] | None = None) -> TokenScores:
     """Per-token log-probs (and entropies) of ``completion_ids[i]`` given ``prompt_ids[i]``.
 
     Args:
@@ -67,6 +75,9 @@ def score_completions(model, prompt_ids: Sequence[Sequence[int]], completion_ids
         compute_entropy: skip the entropy (saves one softmax-sized buffer) when False.
         share_head: encode the prompts' common head once (see the module docstring); False runs
             every row in full (the reference the tests compare against).
+        states: per row, the output of the model's frozen bottom layers (``frozen_depth``) at
+            the positions of its prompt and completion but the last token, ``[n, hidden]``, as
+            a rollout kept them; the bottom layers are then skipped (see the module docstring).
 
     Returns:
         ``TokenScores`` with ``[B, max_completion_len]`` tensors on the model's device.
@@ -80,18 +91,46 @@ def score_completions(model, prompt_ids: Sequence[Sequence[int]], completion_ids
                          "from the prompt's last position)")
     if temperature <= 0:
         temperature = 1.0  # greedy decoding: score the model's own distribution
-    if share_head and len(prompt_ids) > 1:
-        groups = head_groups(prompt_ids)
-        if len(groups) > 1:  # score each group on its own head, then put the rows back in order
-            parts = [(rows, _score_rows(model, [prompt_ids[k] for k in rows], [completion_ids[k] for k in rows],
-                                        temperature, with_grad, pad_id, compute_entropy, True)) for rows in groups]
-            return _merge(parts, len(prompt_ids), max(len(c) for c in completion_ids))
-    return _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_id, compute_entropy,
-                       share_head)
+    depth = 0
+    if states is not None:
+        depth = frozen_depth(model)
+        if not depth:
+            raise ValueError("states: the model has no frozen bottom layers to skip (LoRA on the top layers)")
+        if len(states) != len(prompt_ids):
+            raise ValueError(f"states has {len(states)} rows but prompt_ids has {len(prompt_ids)}")
+        for i, (p, c, st) in enumerate(zip(prompt_ids, completion_ids, states)):
+            if st.shape[0] < len(p) + len(c) - 1:
+                raise ValueError(f"states[{i}] covers {st.shape[0]} positions, fewer than the {len(p) + len(c) - 1} "
+                                 "of its prompt and completion but the last token")
+    with skipped(model, depth):
+        if share_head and len(prompt_ids) > 1:
+            groups = head_groups(prompt_ids)
+            if len(groups) > 1:  # score each group on its own head, then put the rows back in order
+                parts = [(rows, _score_rows(model, [prompt_ids[k] for k in rows], [completion_ids[k] for k in rows],
+                                            temperature, with_grad, pad_id, compute_entropy, True,
+                                            None if states is None else [states[k] for k in rows]))
+                         for rows in groups]
+                return _merge(parts, len(prompt_ids), max(len(c) for c in completion_ids))
+        return _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_id, compute_entropy,
+                           share_head, states)
+
+
+def _inputs(ids: torch.Tensor, positions: torch.Tensor, real: torch.Tensor,
+            states: Sequence[torch.Tensor] | None, device) -> dict[str, torch.Tensor]:
+    """The model's input for the token ids ``ids`` [B, W] at ``positions``: the ids, or with
+    ``states`` (batch row b's kept states) those at the positions. Padding (``real`` 0) and a
+    completion's last token, whose outputs no score reads, get zeros."""
+    if states is None:
+        return {"input_ids": ids.to(device)}
+    out = states[0].new_zeros(ids.shape[0], ids.shape[1], states[0].shape[-1])
+    for b, rows in enumerate(states):
+        cols = ((real[b] > 0) & (positions[b] < rows.shape[0])).nonzero().squeeze(-1)
+        out[b, cols] = rows[positions[b, cols]]
+    return {"inputs_embeds": out.to(device)}
 
 
 def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_id, compute_entropy,
-                share_head) -> TokenScores:
+                share_head, states=None) -> TokenScores:
     device = next(model.parameters()).device
     batch = len(prompt_ids)
     head = common_head(prompt_ids) if share_head else 0
@@ -99,13 +138,15 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
     with torch.set_grad_enabled(with_grad):
         head_kv = None  # the shared head's keys/values, one row
         if head:
-            ids = torch.tensor([list(prompt_ids[0][:head])], dtype=torch.long, device=device)
-            _, cache = forward_with_cache(model, None, input_ids=ids, logits_to_keep=1,
-                                          position_ids=torch.arange(head, device=device).unsqueeze(0))
+            ids = torch.tensor([list(prompt_ids[0][:head])], dtype=torch.long)
+            positions = torch.arange(head).unsqueeze(0)
+            _, cache = forward_with_cache(model, None, **_inputs(ids, positions, torch.ones_like(ids),
+                                                                 None if states is None else states[:1], device),
+                                          logits_to_keep=1, position_ids=positions.to(device))
             head_kv = to_layers(cache)
         if len(distinct) < batch:
             return _score_distinct_prompts(model, distinct, owner, completion_ids, head, head_kv,
-                                           temperature, pad_id, compute_entropy, device)
+                                           temperature, pad_id, compute_entropy, device, states)
         past = None if head_kv is None else from_layers(_expand(head_kv, batch))
         tails = [list(p[head:]) for p in prompt_ids]
         max_prompt = max(len(p) for p in tails)
@@ -119,12 +160,13 @@ def _score_rows(model, prompt_ids, completion_ids, temperature, with_grad, pad_i
             input_ids[i, start:start + len(row)] = torch.tensor(row, dtype=torch.long)
             attention[i, start:start + len(row)] = 1
         position_ids = head + (attention.cumsum(-1) - 1).clamp(min=0)
+        inputs = _inputs(input_ids, position_ids, attention, states, device)
         input_ids, attention, position_ids = input_ids.to(device), attention.to(device), position_ids.to(device)
         if max_completion == 0:
             return _empty_scores(batch, device)
         # Only the positions that predict completion tokens need logits: columns
         # max_prompt-1 .. width-2 predict columns max_prompt .. width-1.
-        kwargs = dict(input_ids=input_ids, position_ids=position_ids, logits_to_keep=keep_last(max_completion + 1, device))
+        kwargs = dict(**inputs, position_ids=position_ids, logits_to_keep=keep_last(max_completion + 1, device))
         if past is None:
             out = model(**kwargs, attention_mask=attention, use_cache=False)
             logits = out.logits
@@ -140,7 +182,7 @@ def _expand(kv: KV, rows: int) -> KV:
 
 def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], completion_ids, head: int,
                             head_kv: KV | None, temperature: float, pad_id: int, compute_entropy: bool,
-                            device) -> TokenScores:
+                            device, states=None) -> TokenScores:
     """``_score_rows`` when rows repeat a prompt (group members in the same state, one turn
     sampled several ways): each distinct prompt's tail, all but its last token, is encoded once
     after the shared head; its keys/values are then gathered for every row that has it, and each
@@ -157,7 +199,9 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
             mask[u, head + width - len(r):] = 1
     past = None  # stays None for one-token prompts and no head: nothing before the last token
     if width:  # each row gathers its prompt's keys/values, which come in the order encoded
-        kv, order = _encode_rests(model, rest, head, head_kv, width, pad_id, device)
+        # each distinct prompt's states: those of its first row
+        firsts = None if states is None else [states[owner.index(u)] for u in range(distinct)]
+        kv, order = _encode_rests(model, rest, head, head_kv, width, pad_id, device, firsts)
         where = {u: i for i, u in enumerate(order)}
         index = torch.tensor([where[u] for u in owner], dtype=torch.long, device=device)
         past = from_layers([(k.index_select(0, index), v.index_select(0, index)) for k, v in kv])
@@ -176,14 +220,14 @@ def _score_distinct_prompts(model, prompts: list[list[int]], owner: list[int], c
         attention[i, :len(row)] = 1
         positions[i] = torch.arange(len(prompts[u]) - 1, len(prompts[u]) + max_completion)
     full_attention = torch.cat([mask[owner], attention], dim=1).to(device)
-    logits = forward_with_cache(model, past, all_logits=True, input_ids=ids.to(device),
+    logits = forward_with_cache(model, past, all_logits=True, **_inputs(ids, positions, attention, states, device),
                                 position_ids=positions.to(device), attention_mask=full_attention,
                                 logits_to_keep=keep_last(1 + max_completion, device))[0]
     return _token_scores(logits, ids[:, 1:].to(device), completion_ids, temperature, compute_entropy)
 
 
 def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, width: int, pad_id: int,
-                  device) -> tuple[KV, list[int]]:
+                  device, states=None) -> tuple[KV, list[int]]:
     """(keys/values [distinct, heads, head + width, dim] of each prompt's rest after the shared
     head, left-padded to ``width``; the prompt index of each of their rows, longest rest first).
 
@@ -209,8 +253,9 @@ def _encode_rests(model, rest: list[list[int]], head: int, head_kv: KV | None, w
                 positions[j, w - len(r):] = torch.arange(head, head + len(r))
                 mask[j, head + w - len(r):] = 1
         past = None if head_kv is None else from_layers(_expand(head_kv, len(chunk)))
-        _, out = forward_with_cache(model, past, input_ids=ids.to(device), position_ids=positions.to(device),
-                                    attention_mask=mask.to(device), logits_to_keep=1)
+        rows = None if states is None else [states[u] for u in chunk]
+        _, out = forward_with_cache(model, past, **_inputs(ids, positions, mask[:, head:], rows, device),
+                                    position_ids=positions.to(device), attention_mask=mask.to(device), logits_to_keep=1)
         parts.append((chunk, _pad_after(to_layers(out), head, width - w)))
     kv = parts[0][1] if len(parts) == 1 else \
         [(torch.cat([part[layer][0] for _, part in parts]), torch.cat([part[layer][1] for _, part in parts]))
