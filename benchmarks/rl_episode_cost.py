@@ -78,16 +78,77 @@ def shuffled(samples, rng):
     return list(rng.permutation(len(samples)))
 
 
-def run_path(name: str, args, overrides: list[str]) -> dict:
-    from turngym.agents.engine import frozen_layers
+def from_sft(args, overrides: list[str]):
+    """(trainer, RL optimizer, env pool, train task ids) at the SFT checkpoint ``--sft``, as the
+    demo's loop starts RL from it (the KL's reference taken there)."""
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
-    from turngym.trainers import update as update_module
     from turngym.trainers.config import load_config
+    from turngym.trainers.setup import build_trainer, make_optimizer, run_task_ids
+    from turngym.trainers.state import RunState
+
+    cfg = load_config(None, overrides)
+    tr = build_trainer(cfg, log=lambda _: None)
+    optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
+    tr.state = RunState()
+    last = ckpt.latest_checkpoint(Path(args.sft))
+    if last is None:
+        raise SystemExit(f"--sft: no checkpoint under {args.sft}/checkpoints (see this script's docstring)")
+    saved = RunState.from_dict(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
+    tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
+    optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
+    if cfg.rl.kl_coef > 0:  # the KL's reference: the policy as RL starts, as loop.train takes it
+        tr.reference = ckpt.trainable_state(tr.model)
+    pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=dict(cfg.env.kwargs))
+    return tr, optimizer, pool, run_task_ids(cfg)[0]
+
+
+def same_samples(args, overrides: list[str]) -> dict:
+    """The update alone, "replay" against "today", on one batch of rollouts (update 1's) from the
+    same weights, alternating, ``--update-trials`` times each. The paths above sample their own
+    episodes after update 1, and an update's time varies with its turns more than between the
+    paths, so this is the figure that isolates what the kept states save."""
+    import copy
+
+    from turngym.trainers import update as update_module
+    from turngym.trainers.rollout import collect
+    from turngym.trainers.samples import compute_advantages
+    from turngym.trainers.setup import make_optimizer, next_tasks
+
+    tr, _, pool, train_ids = from_sft(args, overrides)
+    cfg = tr.cfg
+    tr.state.update = 1
+    tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
+    trajectories = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size, seed=cfg.seed + 1000,
+                           max_turns=cfg.env.max_turns)
+    pool.close()
+    samples = compute_advantages(tr, trajectories)
+    start = {n: p.detach().clone() for n, p in tr.model.named_parameters() if p.requires_grad}
+    out = {"turns": len(samples), "replay": [], "today": []}
+    for _ in range(args.update_trials):
+        for name in ("replay", "today"):
+            with torch.no_grad():  # the update from the same weights and a fresh optimizer each time
+                for n, p in tr.model.named_parameters():
+                    if n in start:
+                        p.copy_(start[n])
+            batch = [copy.copy(s) for s in samples]
+            for s in batch:
+                s.ref_logprobs = []
+                if name == "replay":
+                    s.states = None
+            t0 = time.perf_counter()
+            update_module.rl_update(tr, make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay), batch)
+            out[name].append(time.perf_counter() - t0)
+            print(f"  same samples, {name}: update {out[name][-1]:.2f} s", flush=True)
+    return out
+
+
+def run_path(name: str, args, overrides: list[str]) -> dict:
+    from turngym.agents.engine import frozen_layers
+    from turngym.trainers import update as update_module
     from turngym.trainers.loop import learn
     from turngym.trainers.rollout import collect
-    from turngym.trainers.setup import build_trainer, make_optimizer, next_tasks, run_task_ids
-    from turngym.trainers.state import RunState
+    from turngym.trainers.setup import next_tasks
 
     real, real_order, real_slack = generation.distinct_rows, update_module.prompt_clustered_order, generation.PAD_SLACK
     real_depth = frozen_layers.frozen_depth
@@ -98,24 +159,10 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
     if name in ("before", "one_pass"):
         generation.PAD_SLACK = float("inf")  # every prompt suffix in one padded prefill pass
     try:
-        cfg = load_config(None, overrides)
-        tr = build_trainer(cfg, log=lambda _: None)
+        tr, optimizer, pool, train_ids = from_sft(args, overrides)
+        cfg = tr.cfg
         if name != "today":
             tr.policy.keep_states = 0  # the update runs the frozen layers itself
-        optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
-        tr.state = RunState()
-        last = ckpt.latest_checkpoint(Path(args.sft))
-        if last is None:
-            raise SystemExit(f"--sft: no checkpoint under {args.sft}/checkpoints (see this script's docstring)")
-        state = ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng)
-        saved = RunState.from_dict(state)
-        tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
-        optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
-        if cfg.rl.kl_coef > 0:  # the KL's reference: the policy as RL starts, as loop.train takes it
-            tr.reference = ckpt.trainable_state(tr.model)
-        env_kwargs = dict(cfg.env.kwargs)
-        train_ids = run_task_ids(cfg)[0]
-        pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=env_kwargs)
         counter = {"tokens": 0, "slots": 0, "bottom_slots": 0}
         handles = count_tokens(tr.model, counter)
         phases = {"score_no_grad_s": 0.0, "score_with_grad_s": 0.0}  # inside the update: the rest is backward + step
@@ -206,6 +253,7 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--paths", default="before,one_pass,kl_prepass,replay,today")
+    p.add_argument("--update-trials", type=int, default=3, help="updates per path on the same samples (0: none)")
     p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
     args = p.parse_args()
     if args.threads:
@@ -229,6 +277,10 @@ def main() -> None:
               f"{per['sampling_slots']:8.0f} {per['decode_steps_tokens']:11.1f} {per['update_tokens']:14.0f} "
               f"{per['update_slots']:8.0f} {bound:13.1f} "
               f"{r['episodes_per_minute'] / bound:6.2f}")
+    if args.update_trials:
+        out["same_samples"] = same_samples(args, overrides)
+        print("same samples, update seconds:", {k: [round(x, 2) for x in v] for k, v in out["same_samples"].items()
+                                                if isinstance(v, list)})
     path = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))

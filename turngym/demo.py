@@ -57,7 +57,8 @@ def demo_overrides(args) -> list[str]:
       command) into an advantage of -5, as large as a success's; without it a success outweighs
       such differences by its return;
     - compute: bfloat16 where the CPU has it, adapters on the top 10 of 30 layers (backward stops
-      there), each task's prompt head encoded once per micro-batch; the admissible actions are
+      there, and the update starts from the bottom 20 layers' output that the rollout kept), each
+      task's prompt head encoded once per micro-batch; the admissible actions are
       listed by the prompt (one per line) rather than by the env (one long line).
     """
     procs = processes(args)
