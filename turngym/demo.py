@@ -8,9 +8,10 @@
 
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
-The settings below took 14.4-15.9 minutes on two idle CPU cores over seeds 0-4 (2026-11-28, two
-processes of one thread; the aim is 15): at seed 0 the five evaluations 6.3 minutes, RL 7.5, SFT
-1.5. One process of two threads (``--processes 1``) took 19.1 at seed 0.
+The settings below took 14.0-14.6 minutes on two idle CPU cores over seeds 0-4 (2026-11-28, two
+processes of one thread; the aim is 15): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT
+1.4. One process of two threads (``--processes 1``) took 19.1 at seed 0, with the code before
+the update started from the rollouts' kept states.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ UPDATES = 16
 LR = 3e-4
 KL = 0.1
 CURVE_EPISODES = 34
-PROCESSES = 2  # data-parallel, one thread each on 2 cores: 15.4 min against 19.1 for one process of two
+PROCESSES = 2  # data-parallel, one thread each on 2 cores: at seed 0 15.4 min against 19.1 for one of two
 TARGET_GAIN = 0.10  # what the demo sets out to show: RL beats SFT by this much, paired p < 0.05
 SYSTEM_PROMPT = "You are an agent in a household. Each turn, pick one of the admissible actions."
 
