@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "trainers")]  # the helpers, and the test modules it reuses
 
 import test_losses  # noqa: E402
 import test_must_learn as must  # noqa: E402
@@ -98,7 +99,8 @@ MUTANTS = {"none": lambda mp: None, "shifted loss mask": shifted_mask, "flipped 
            "advantage of the next turn": next_turns_advantage, "log-probs one token off": logprobs_one_token_off,
            "inverted clip": inverted_clip}
 UNIT_TESTS = {"clip unit": test_losses.test_clipped_surrogate_gradient_in_each_region,
-              "turn-alignment unit": test_losses.test_each_turn_gets_its_own_advantage_on_its_own_tokens}
+              "turn-alignment unit": test_losses.test_each_turn_gets_its_own_advantage_on_its_own_tokens,
+              "mask unit": test_losses.test_the_update_scores_every_reply_token_and_only_those}
 COLUMNS = ["one-turn learns", "multi-turn learns", "multi-turn ratio", *UNIT_TESTS]
 
 

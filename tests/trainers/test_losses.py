@@ -1,6 +1,7 @@
-"""Sharp checks of two places where a learning bug can hide from a learning curve: the clipped
-surrogate's gradient in each of its four regions, and which turn's advantage lands on which
-turn's tokens (``samples.compute_advantages``). The must-learn tests (test_must_learn.py) catch
+"""Sharp checks of three places where a learning bug can hide from a learning curve: the clipped
+surrogate's gradient in each of its four regions, which turn's advantage lands on which turn's
+tokens (``samples.compute_advantages``), and which tokens the update's scores mask in
+(``update.score``). The must-learn tests (test_must_learn.py) catch
 bugs that stop learning; these catch the ones that only make it worse (an inverted clip still
 learns; a swapped turn order still learns through the episode term), see
 benchmarks/must_learn_mutants.py.
@@ -18,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from turngym.core.records import Step, Trajectory  # noqa: E402
-from turngym.trainers import losses, samples  # noqa: E402
+from turngym.trainers import losses, samples, update  # noqa: E402
 from turngym.trainers.advantages import ESTIMATORS  # noqa: E402
 from turngym.trainers.config import load_config  # noqa: E402
 
@@ -87,3 +88,24 @@ def test_each_turn_gets_its_own_advantage_on_its_own_tokens():
             sign = 1.0 if step.reward > 0 else -1.0
             assert row.advantages == pytest.approx([sign * 2 ** -0.5] * len(step.completion_ids), abs=1e-4)
             assert step.advantage == pytest.approx(sign * 2 ** -0.5, abs=1e-4)
+
+
+def test_the_update_scores_every_reply_token_and_only_those():
+    """``update.score``'s mask covers each completion's own tokens, from the first: a mask one
+    column off would leave each reply's first token out of the loss and let padding in."""
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from turngym.agents.models import TINY_CONFIG
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**TINY_CONFIG, vocab_size=256)).eval()
+    tr = SimpleNamespace(model=model, policy=SimpleNamespace(temperature=1.0),
+                         tokenizer=SimpleNamespace(pad_token_id=0))
+    prompts = [[5, 6, 7], [5, 6, 8, 9], [10]]
+    completions = [[11, 12], [13, 14, 15, 16], [17]]
+    expected = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.float32)
+    for with_grad in (False, True):
+        scores = update.score(tr, prompts, completions, with_grad=with_grad)
+        assert torch.equal(scores.mask.detach().cpu(), expected), with_grad
+        assert bool((scores.logprobs[expected > 0] < 0).all())  # every real token scored
