@@ -72,7 +72,8 @@ def test_each_turn_gets_its_own_advantage_on_its_own_tokens():
     """samples.compute_advantages with GiGPO: the turn that kept its rule (beat its anchor-state
     peer) gets +, the one that broke it -, on exactly that turn's tokens. Advantages laid on the
     neighbouring turn flip every sign here."""
-    tr = SimpleNamespace(cfg=load_config(None, ["rl.estimator=gigpo"]), estimator=ESTIMATORS["gigpo"], policy=None)
+    tr = SimpleNamespace(cfg=load_config(None, ["rl.estimator=gigpo"]), estimator=ESTIMATORS["gigpo"],
+                         policy=SimpleNamespace(keep_states=0))
     trajs = two_turn_group()
     out = samples.estimate_advantages(tr, trajs)
     samples.write_advantages(tr, trajs, out)

@@ -137,7 +137,7 @@ class HFPolicy:
         self.generation_seconds = 0.0
         self._weights_seen = weights_version(model)
         # with keep_states = N (the trainer sets it: LoRA on the layers above N), every reply's
-        # layer-N states, keyed by prompt + reply ids, for the update to start from (take_states)
+        # layer-N states, keyed by prompt + reply ids, for the update to start from (kept_states)
         self.keep_states = 0
         self._kept: dict[tuple[int, ...], torch.Tensor] = {}
         self._cache_keeps = 0  # the keep_states the key/value cache's entries were made with
@@ -207,8 +207,8 @@ class HFPolicy:
                     stop_when=stop_when, decode=self._decode, cache=self.kv_cache,
                     pad_id=self.tokenizer.pad_token_id or 0, keep_layer=self.keep_states)
                 out.extend(self._finish_row(p, r, options) for p, r in zip(chunk, rows))
-                for p, r in zip(chunk, rows) if self.keep_states else ():
-                    self._kept[(*p, *r.tokens)] = r.states
+                if self.keep_states:
+                    self._kept.update(((*p, *r.tokens), r.states) for p, r in zip(chunk, rows))
         finally:
             if was_training:
                 self.model.train()

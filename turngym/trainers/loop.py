@@ -254,8 +254,7 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
     advantages = estimate_advantages(tr, trajectories)
     write_advantages(tr, trajectories, advantages)
     samples = compute_advantages(tr, trajectories, advantages)
-    if getattr(tr.policy, "keep_states", 0):
-        tr.policy.drop_states()
+    tr.policy.drop_states()
     t2 = time.perf_counter()
     losses = rl_update(tr, optimizer, samples)
     if tr.cfg.generation.server_sync == "vllm_lora":

@@ -121,7 +121,7 @@ def compute_advantages(tr: Trainer, trajectories: list[Trajectory], out: Advanta
             old = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else []
             mask = list(s.loss_mask) if len(s.loss_mask) == len(s.completion_ids) else [1] * len(s.completion_ids)
             sample = Sample(s.prompt_ids, s.completion_ids, old, token_advantages(tr, s, float(a), out, i, j), mask)
-            if getattr(tr.policy, "keep_states", 0):
+            if tr.policy.keep_states:
                 sample.states = tr.policy.kept_states(s.prompt_ids, s.completion_ids)
             if out.value_targets is not None:
                 sample.value_targets = padded(out.value_targets[i][j])

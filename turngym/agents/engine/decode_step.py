@@ -52,7 +52,8 @@ def llama_decode_step(model, keep_layer: int = 0) -> Step | None:
     the new token's appended, written in place when a tensor is a view with room past its end
     (see ``_append``), so the caller hands over ``kv`` and keeps only what the step returns.
     With ``keep_layer=N``, ``kv`` ends with one more entry, layer N's outputs ``[B, 1, K, hidden]``
-    (both of its tensors; ``generation``'s states), and the step appends the new token's."""
+    (its keys; its values are an empty view: ``generation``'s states), and the step appends the
+    new token's."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from turngym.agents.engine.attention import CPU_ATTENTION
@@ -145,7 +146,7 @@ def llama_decode_step(model, keep_layer: int = 0) -> Step | None:
                 kept = x
         if keep_layer:
             states = _append(kv[-1][0], kept.unsqueeze(1))
-            out.append((states, states))
+            out.append((states, states[..., :0]))
         return lm_head(final_norm(x)[:, -1]), out
 
     return step

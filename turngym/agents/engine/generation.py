@@ -21,8 +21,9 @@ fed through the model (its prompt and every generated token but the last): the i
 layers above N. While the bottom N layers are frozen (LoRA on the top layers) those states are
 what any later pass over the same tokens computes there, so the trainer runs only the layers
 above them (``scoring.score_completions(states=...)``). They travel with the keys/values as one
-more "layer" of the cache, shaped ``[batch, 1, tokens, hidden]``, so the prefix cache, the
-padding and the row selection below carry them unchanged.
+more "layer" of the cache, its keys shaped ``[batch, 1, tokens, hidden]`` and its values an
+empty view of them (so they are copied once), and the prefix cache, the padding and the row
+selection below carry them unchanged.
 
 Sampling happens here (not in ``model.generate``) so each token's log-prob and entropy come
 from the very logits it was drawn from, and stopping is per row: an end-of-turn token, a stop
@@ -179,7 +180,7 @@ def _with_states(kv: KV, before: torch.Tensor | None, new: torch.Tensor) -> KV:
     states of the cached positions, or None) followed by ``new`` [B, n, H]."""
     new = new.unsqueeze(1)
     states = new if before is None else torch.cat([before, new], dim=2)
-    return [*kv, (states, states)]
+    return [*kv, (states, states[..., :0])]
 
 
 def keep_last(n: int, device) -> torch.Tensor:
