@@ -192,6 +192,7 @@ def run(args) -> int:
     print(f"turngym demo (seed {args.seed}): {args.model} on {ENV_ID}: SFT on {args.sft_episodes} expert "
           f"episodes -> {args.updates} GiGPO updates; held-out: {args.eval_split}, {n} episodes after SFT and "
           f"after RL, {cfg.eval.curve_episodes or n} every {cfg.eval.every} updates; writing {cfg.run_dir}/", flush=True)
+    print(f"compute: {dtype_line(args.dtype)}", flush=True)
     start = time.perf_counter()
     train(cfg, log=lambda line: print(f"  {line}", flush=True))
     minutes = (time.perf_counter() - start) / 60
@@ -223,6 +224,19 @@ def run(args) -> int:
           f"total {minutes:.1f} min")
     print(f"report: {cfg.run_dir}/report.html   (browse the episodes: turngym view {cfg.run_dir})")
     return 0
+
+
+def dtype_line(dtype: str) -> str:
+    """The dtype this run computes in, and why: the demo's minutes were measured in bfloat16, and a
+    CPU without native bfloat16 runs it in float32, about twice as long (docs/benchmarks.md)."""
+    from turngym.agents.models import native_dtype
+
+    if dtype != "auto":
+        return f"{dtype} (--dtype)"
+    if native_dtype("cpu") == "bfloat16":
+        return "bfloat16 (this CPU computes it natively)"
+    return ("float32: this CPU has no native bfloat16 (AVX512-BF16 or AMX), so the demo takes longer than "
+            "the 15 minutes measured with bfloat16")
 
 
 def launch(args) -> int:

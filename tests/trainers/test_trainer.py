@@ -353,11 +353,13 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
 
     extra = ["rl.updates=4", "eval.every=2", "sft.episodes=2", "sft.batch_size=4", "rl.estimator=gigpo",
              "rl.kl_coef=0.05",  # the KL's reference (the policy after SFT) is resumed too
-             "model.lora_layers=1"]  # as the demo: adapters on the top layer, the bottom one replayed
+             "model.lora_layers=1",  # as the demo: adapters on the top layer, the bottom one replayed
+             "rl.lr_schedule=linear"]  # the resumed updates get the learning rate of their number
     straight = cfg_for(tmp_path, *extra, name="straight")
     train(straight, log=lambda _: None)
     expected = comparable(read_metrics(Path(straight.run_dir) / "metrics.jsonl"))
     assert [r["update"] for r in expected] == [0, 1, 2, 3, 4]
+    assert [r["policy/lr"] for r in expected[1:]] == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
 
     killed = cfg_for(tmp_path, *extra, name="killed")
     config_file = tmp_path / "killed.yaml"
@@ -443,6 +445,7 @@ def test_demo_runs_end_to_end_on_the_tiny_model(tmp_path, capfd):
     assert demo.run(args) == 0
     out = capfd.readouterr().out
     assert out.count("Held-out tasks") == 1
+    assert "compute: bfloat16 (this CPU computes it natively)" in out or "compute: float32: this CPU has no" in out
     assert "zero-shot" in out and "after SFT" in out and "GiGPO updates" in out and "curves.png" in out
     assert "95% CI" in out and "held-out success during RL: update 2: " in out and "(1 ep.), update 4: " in out
     assert "Task by task (the same 2 episodes): RL solved" in out and "exact sign test" in out

@@ -27,6 +27,7 @@ from turngym.trainers.advantages import ESTIMATORS, empg
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
 BACKEND_NAMES = BACKENDS  # the pool's one list of backend names
+LR_SCHEDULES = ("constant", "linear")
 
 
 @dataclass
@@ -108,6 +109,9 @@ class RLConfig:
     empg: bool = doc("apply EMPG entropy modulation on top of the estimator", default=False)
     empg_args: dict = doc("keyword arguments for EMPG (k, k_next, zeta)", default_factory=dict)
     lr: float = doc("learning rate (AdamW) for RL", minimum=0, default=1e-4)
+    lr_schedule: str = doc("the learning rate over the updates: constant (rl.lr throughout) or linear (rl.lr "
+                           "at update 1 down to rl.lr / rl.updates at the last, as TRL's default)",
+                           choices=LR_SCHEDULES, default="constant")
     weight_decay: float = doc("AdamW weight decay", minimum=0, default=0.0)
     epochs: int = doc("optimisation passes over each update's data", minimum=1, default=1)
     minibatch_size: int = doc("turns per optimizer step", minimum=1, default=16)

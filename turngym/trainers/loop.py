@@ -255,6 +255,9 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
     write_advantages(tr, trajectories, advantages)
     samples = compute_advantages(tr, trajectories, advantages)
     tr.policy.drop_states()
+    lr = scheduled_lr(cfg, update)
+    for group in optimizer.param_groups:  # set from the update's number: a resumed run gets the same
+        group["lr"] = lr
     t2 = time.perf_counter()
     losses = rl_update(tr, optimizer, samples)
     if tr.cfg.generation.server_sync == "vllm_lora":
@@ -276,7 +279,7 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
             **summary_row(trajectories, "train"), **losses, **signal,
             "warning/no_signal": int(signal["advantage/nonzero_turns"] == 0),
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
-            "policy/completion_tokens": tokens,
+            "policy/completion_tokens": tokens, "policy/lr": lr,
             **({"policy/retokenized_steps": retokenized} if retokenized else {}),
             **({"processes": size} if size > 1 else {}),  # train/ figures are rank 0's share
             "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
@@ -284,6 +287,16 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
             "time/rollout": rollout_seconds, "time/advantages": t2 - t1, "time/update": t3 - t2,
             "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None,
             **(extra or {})}
+
+
+def scheduled_lr(cfg: TrainConfig, update: int) -> float:
+    """The learning rate of RL update ``update`` (1-based): ``rl.lr``, or with ``linear`` a straight
+    line from ``rl.lr`` at update 1 down to ``rl.lr / rl.updates`` at the last (the late updates
+    move the weights less, so the policy evaluated at the end is less at the mercy of the last
+    few batches)."""
+    if cfg.rl.lr_schedule == "linear":
+        return cfg.rl.lr * (cfg.rl.updates - update + 1) / cfg.rl.updates
+    return cfg.rl.lr
 
 
 def evaluate(tr: Trainer, pool: EnvPool, eval_ids: list[str], update: int, name: str | None = None,
