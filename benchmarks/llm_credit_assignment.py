@@ -25,7 +25,9 @@ is what the repository keeps of a run.
 
 Resumable: each run writes ``OUT/runs/<estimator>-s<seed>/result.json`` when it finishes and
 checkpoints after every update, so rerunning the same command skips finished runs and continues
-an interrupted one from its last update. Runs go seed by seed (all estimators for seed 0 first),
+an interrupted one from its last update. On a fresh checkout the runs kept in ``--results`` count as
+finished (a machine computing in another dtype refuses to add runs to them), the SFT stage is
+made again, and a warning says when it does not score as the kept one did. Runs go seed by seed (all estimators for seed 0 first),
 so a partial result still compares every estimator. ``--report`` only aggregates what exists:
 a table (mean over seeds with a 95% t-interval) and a PNG with confidence bands.
 """
@@ -82,9 +84,37 @@ def sft_stage(args, out: Path) -> dict:
     save_model(tr.model, tr.tokenizer, model_dir)
     row = read_metrics(out / "sft" / "metrics.jsonl")[0]
     data = {"zero_shot": row.get("eval/success_rate"), "after_sft": row.get("eval_after_sft/success_rate"),
-            "after_sft_return": row.get("eval_after_sft/mean_return"), "seconds": time.perf_counter() - start}
+            "after_sft_return": row.get("eval_after_sft/mean_return"), "seconds": time.perf_counter() - start,
+            "dtype": compute_dtype()}
     result.write_text(json.dumps(data, indent=1))
     return data
+
+
+def compute_dtype() -> str:
+    """The dtype the runs compute in (the demo's ``auto``): bfloat16 on a CPU with native
+    bfloat16, float32 elsewhere. Runs of one comparison must share it."""
+    from turngym.agents.models import native_dtype
+
+    return native_dtype("cpu")
+
+
+def adopt_kept(args, out: Path) -> None:
+    """Runs finished on another machine: the repository keeps only their compact results
+    (``--results``), so a fresh checkout adopts those as finished instead of running them again.
+    Refuses (one line, exit 2) when they were computed in another dtype than this machine's:
+    the new runs would not compare with them."""
+    here = compute_dtype()
+    for kept in sorted((Path(args.results) / "runs").glob("*.json")):
+        data = json.loads(kept.read_text())
+        if data.get("dtype", here) != here:
+            sys.exit(f"llm_credit_assignment: {kept.name} was computed in {data['dtype']}, this machine computes "
+                     f"in {here} (a CPU {'with' if here == 'bfloat16' else 'without'} native bfloat16): new runs "
+                     "would not compare with it; run on a machine like the one that made it, or move the kept "
+                     "results aside to start a new comparison")
+        result = out / "runs" / kept.stem / "result.json"
+        if not result.exists():
+            result.parent.mkdir(parents=True, exist_ok=True)
+            result.write_text(kept.read_text())
 
 
 def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
@@ -112,7 +142,8 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
             "mixed_updates": sum(1 for r in rows if r.get("update") and r.get("train/mixed_groups")),
             "updates": sum(1 for r in rows if r.get("update")),
             "episodes": max((r.get("episodes", 0) for r in rows), default=0),
-            "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "commit": commit()}
+            "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "commit": commit(),
+            "dtype": compute_dtype()}
     data["vs_sft"] = paired_change(out, run_dir, data["updates"])
     data["outcomes"] = {u: outcomes(run_dir / "eval" / f"update_{int(u):04d}.jsonl") for u in data["eval"]}
     result.write_text(json.dumps(data, indent=1))
@@ -364,12 +395,19 @@ def main() -> None:
     if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
         parser.error(f"--shard: K/N with 0 <= K < N, got {args.shard!r}")
     shard, shards = int(shard), int(shards)
+    adopt_kept(args, out)
     if shard == 0:
         print(f"sft stage -> {out / 'sft'}", flush=True)
         sft = sft_stage(args, out)
     else:
         sft = wait_for_sft(out)
     print(f"sft: zero-shot {sft['zero_shot']}, after SFT {sft['after_sft']}", flush=True)
+    before = Path(args.results) / "summary.json"
+    before = json.loads(before.read_text()).get("sft") if before.exists() else None
+    if before and (before.get("after_sft"), before.get("after_sft_return")) != (sft["after_sft"], sft["after_sft_return"]):
+        print(f"warning: this SFT start scores {sft['after_sft']} (return {sft['after_sft_return']}), the one the kept "
+              f"runs started from {before.get('after_sft')} (return {before.get('after_sft_return')}): the SFT stage "
+              "did not reproduce it exactly, so new runs start from a slightly different policy", flush=True)
     runs = [(seed, est) for seed in seeds for est in args.estimators]
     for seed, est in runs[shard::shards]:
         done = (out / "runs" / f"{est}-s{seed}" / "result.json").exists()

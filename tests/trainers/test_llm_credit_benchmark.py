@@ -49,6 +49,21 @@ def test_runs_resume_and_report(tmp_path):
     assert (tmp_path / "fig.png").exists()
     table = bench(tmp_path, "--report")
     assert "| gigpo | 1 |" in table and "+0/-0" in table
+    # a fresh checkout: only the kept compact results are left; they count as finished runs
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "kept").symlink_to(tmp_path / "kept")
+    again = bench(fresh)
+    assert "gigpo seed 0: done, skipped" in again and "rloo seed 0: done, skipped" in again
+    assert (fresh / "sft" / "result.json").exists()  # the shared start is made again
+    # kept runs of another dtype: new runs would not compare with them
+    grpo = tmp_path / "kept" / "runs" / "grpo-s0.json"
+    other = {**json.loads(grpo.read_text()), "dtype": "float16"}
+    grpo.write_text(json.dumps(other))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "third"), "--results",
+                           str(tmp_path / "kept"), *SMALL], capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 1 and "grpo-s0.json was computed in float16" in done.stderr
 
 
 @pytest.mark.slow
