@@ -8,8 +8,8 @@
 
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
-The settings below took 14.0-14.6 minutes on two idle CPU cores over seeds 0-4 (2026-11-28, two
-processes of one thread; the aim is 15): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT
+The settings below took 14.0-14.6 minutes on two idle CPU cores with native bfloat16 over seeds 0-4
+(2026-11-28, two processes of one thread; the aim is 15; 32.4 in float32 on an AVX2 CPU at seed 0): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT
 1.4. One process of two threads (``--processes 1``) took 19.1 at seed 0, with the code before
 the update started from the rollouts' kept states.
 """
@@ -227,16 +227,16 @@ def run(args) -> int:
 
 
 def dtype_line(dtype: str) -> str:
-    """The dtype this run computes in, and why: the demo's minutes were measured in bfloat16, and a
-    CPU without native bfloat16 runs it in float32, about twice as long (docs/benchmarks.md)."""
+    """The dtype this run computes in, and why: the demo's settings and minutes were measured in
+    bfloat16; a CPU without native bfloat16 runs it in float32 (docs/benchmarks.md, `make demo`)."""
     from turngym.agents.models import native_dtype
 
     if dtype != "auto":
         return f"{dtype} (--dtype)"
     if native_dtype("cpu") == "bfloat16":
         return "bfloat16 (this CPU computes it natively)"
-    return ("float32: this CPU has no native bfloat16 (AVX512-BF16 or AMX), so the demo takes longer than "
-            "the 15 minutes measured with bfloat16")
+    return ("float32: this CPU has no native bfloat16 (AVX512-BF16 or AMX); the demo's settings and minutes were "
+            "measured in bfloat16 (at seed 0 on a 2-core AVX2 CPU, float32 took 32 minutes and RL gained nothing)")
 
 
 def launch(args) -> int:
