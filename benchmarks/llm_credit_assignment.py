@@ -25,10 +25,10 @@ is what the repository keeps of a run.
 
 Resumable: each run writes ``OUT/runs/<estimator>-s<seed>/result.json`` when it finishes and
 checkpoints after every update, so rerunning the same command skips finished runs and continues
-an interrupted one from its last update. On a fresh checkout the runs kept in ``--results`` count as
-finished (a machine computing in another dtype refuses to add runs to them), the SFT stage is
-made again, and a warning says when it does not score as the kept one did. Runs go seed by seed (all estimators for seed 0 first),
-so a partial result still compares every estimator. ``--report`` only aggregates what exists:
+an interrupted one from its last update. On a fresh checkout the runs kept in ``--results``
+count as finished (a machine computing in another dtype refuses to add runs to them), the SFT
+stage is made again, and a warning says when it does not score as the kept one did. Runs go
+seed by seed (all estimators for seed 0 first), so a partial result still compares every estimator. ``--report`` only aggregates what exists:
 a table (mean over seeds with a 95% t-interval) and a PNG with confidence bands.
 """
 
@@ -101,11 +101,12 @@ def compute_dtype() -> str:
 def adopt_kept(args, out: Path) -> None:
     """Runs finished on another machine: the repository keeps only their compact results
     (``--results``), so a fresh checkout adopts those as finished instead of running them again.
-    Refuses (one line, exit 2) when they were computed in another dtype than this machine's:
-    the new runs would not compare with them."""
+    Refuses (one line, exit status 1) when they were computed in another dtype than this
+    machine's: the new runs would not compare with them."""
     here = compute_dtype()
     for kept in sorted((Path(args.results) / "runs").glob("*.json")):
-        data = json.loads(kept.read_text())
+        text = kept.read_text()
+        data = json.loads(text)
         if data.get("dtype", here) != here:
             sys.exit(f"llm_credit_assignment: {kept.name} was computed in {data['dtype']}, this machine computes "
                      f"in {here} (a CPU {'with' if here == 'bfloat16' else 'without'} native bfloat16): new runs "
@@ -114,7 +115,7 @@ def adopt_kept(args, out: Path) -> None:
         result = out / "runs" / kept.stem / "result.json"
         if not result.exists():
             result.parent.mkdir(parents=True, exist_ok=True)
-            result.write_text(kept.read_text())
+            result.write_text(text)
 
 
 def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
@@ -402,8 +403,8 @@ def main() -> None:
     else:
         sft = wait_for_sft(out)
     print(f"sft: zero-shot {sft['zero_shot']}, after SFT {sft['after_sft']}", flush=True)
-    before = Path(args.results) / "summary.json"
-    before = json.loads(before.read_text()).get("sft") if before.exists() else None
+    kept_summary = Path(args.results) / "summary.json"
+    before = json.loads(kept_summary.read_text()).get("sft") if kept_summary.exists() else None
     if before and (before.get("after_sft"), before.get("after_sft_return")) != (sft["after_sft"], sft["after_sft_return"]):
         print(f"warning: this SFT start scores {sft['after_sft']} (return {sft['after_sft_return']}), the one the kept "
               f"runs started from {before.get('after_sft')} (return {before.get('after_sft_return')}): the SFT stage "
