@@ -11,8 +11,10 @@ OPENENV := .bench-venvs/openenv/.installed
 demo: $(STAMP) system-deps
 	$(PY) -m turngym demo
 
+# Two workers, each taking whole test files (module fixtures and a file's order stay as written):
+# on 2 cores the suite took 13.9 min instead of 24.6 in one process (user+sys was 21.5 min).
 test: $(STAMP) system-deps $(OPENENV)
-	$(PY) -m pytest -q -m ""
+	$(PY) -m pytest -q -m "" -n 2 --dist loadfile
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q
