@@ -8,12 +8,15 @@ The first step of each side is a warm-up and is not counted. TRL runs in its own
 (``.bench-venvs/trl``, trl==1.16.0 with torch==2.13.0 CPU).
 
     PYTHONPATH=. python benchmarks/train_throughput.py [--steps 3] [--model smollm2-135m]
+
+The raw per-step figures of both sides go to ``--out`` (one JSON file per run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
 import sys
 import time
@@ -67,6 +70,14 @@ def ours(path: Path, steps: int) -> dict:
     return {"seconds": seconds, "tokens": tokens}
 
 
+def cpu_name() -> str:
+    """The CPU's model name, and whether it computes bfloat16 natively (the model's side is float32)."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
+                platform.machine())
+    return f"{name}, {'with' if 'avx512_bf16' in text or 'amx_bf16' in text else 'without'} native bfloat16"
+
+
 def summary(run: dict) -> dict:
     secs, toks = run["seconds"][1:] or run["seconds"], run["tokens"][1:] or run["tokens"]
     return {"s_per_step": statistics.median(secs), "tokens_per_step": statistics.median(toks),
@@ -77,17 +88,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=3, help="steps per side, the first a warm-up")
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m, tiny, or a save_pretrained dir")
+    p.add_argument("--out", default="benchmarks/results/train_throughput", help="folder for the raw results")
     args = p.parse_args()
     path = model_dir(args.model)
     python = reference_python("trl", ["trl==1.16.0"], torch=True)
-    mine = summary(ours(path, args.steps))
+    mine_raw = ours(path, args.steps)
     script = str(Path(__file__).resolve().parent / "_trl_grpo_step.py")
-    theirs = summary(run_json(python, script, str(path), str(args.steps), *PROMPTS, timeout=3600))
+    theirs_raw = run_json(python, script, str(path), str(args.steps), *PROMPTS, timeout=3600)
+    mine, theirs = summary(mine_raw), summary(theirs_raw)
     print(f"{'system':10s} {'s/step':>8s} {'tokens/step':>12s} {'tokens/s':>9s}")
     for name, row in (("turngym", mine), ("TRL", theirs)):
         print(f"{name:10s} {row['s_per_step']:8.2f} {row['tokens_per_step']:12.0f} {row['tokens_per_s']:9.1f}")
     print(f"turngym / TRL tokens/s: {mine['tokens_per_s'] / theirs['tokens_per_s']:.2f}x")
+    result = {"date": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "steps": args.steps,
+              "cpu": cpu_name(), "turngym": {**mine, "raw": mine_raw},
+              "trl": {**theirs, "raw": theirs_raw}}
+    out = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
     print(json.dumps({"model": args.model, "turngym": mine, "trl": theirs}))
+    print(f"written {out}")
 
 
 if __name__ == "__main__":
