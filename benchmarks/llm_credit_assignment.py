@@ -28,8 +28,9 @@ checkpoints after every update, so rerunning the same command skips finished run
 an interrupted one from its last update. On a fresh checkout the runs kept in ``--results``
 count as finished (a machine computing in another dtype refuses to add runs to them), the SFT
 stage is made again, and a warning says when it does not score as the kept one did. Runs go
-seed by seed (all estimators for seed 0 first), so a partial result still compares every estimator. ``--report`` only aggregates what exists:
-a table (mean over seeds with a 95% t-interval) and a PNG with confidence bands.
+seed by seed (all estimators for seed 0 first), so a partial result still compares every
+estimator. ``--report`` only aggregates what exists: a table (mean over seeds with a 95%
+t-interval) and a PNG with confidence bands.
 """
 
 from __future__ import annotations

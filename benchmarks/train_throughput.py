@@ -72,10 +72,12 @@ def ours(path: Path, steps: int) -> dict:
 
 def cpu_name() -> str:
     """The CPU's model name, and whether it computes bfloat16 natively (the model's side is float32)."""
+    from turngym.agents.models import native_dtype
+
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
                 platform.machine())
-    return f"{name}, {'with' if 'avx512_bf16' in text or 'amx_bf16' in text else 'without'} native bfloat16"
+    return f"{name}, {'with' if native_dtype('cpu') == 'bfloat16' else 'without'} native bfloat16"
 
 
 def summary(run: dict) -> dict:
