@@ -58,7 +58,8 @@ def start_from(sft: Path, run_dir: Path, lr: float) -> None:
 
 
 def sft_outcomes(sft: Path, out: Path, demo_argv: list[str]) -> Path:
-    """The SFT checkpoint's greedy evaluation on the split (once per --out)."""
+    """The SFT checkpoint's greedy evaluation on the split (once per --out), shown the prompt of
+    the variant (``demo_argv``): variants that share an --out must share their prompt settings."""
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.loop import evaluate
@@ -96,7 +97,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     out, sft = Path(args.out), Path(args.sft)
-    before = sft_outcomes(sft, out, [])
+    before = sft_outcomes(sft, out, args.demo_args)
     run_dir = out / args.name
     if run_dir.exists():
         shutil.rmtree(run_dir)
