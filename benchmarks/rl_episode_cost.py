@@ -16,7 +16,9 @@ scores every turn in a pass of its own (as until 2026-11-28), where "today" scor
 micro-batch under the reference just before the policy, whose pass replays the reference pass's
 frozen bottom layers (``agents/engine/frozen_layers.py``); "replay" is that path (as until
 2026-11-29), where "today" runs no frozen layer in the update at all: the rollouts keep those
-layers' output (``HFPolicy.keep_states``) and both of the update's passes start from it. Samples
+layers' output (``HFPolicy.keep_states``) and both of the update's passes start from it;
+"unlisted" is today's path with a shorter prompt (``UNLISTED``: no admissible actions listed) from
+its own SFT run (``--sft-unlisted``), to price the list's tokens. Samples
 can differ slightly between the paths (other batch shapes round differently in bfloat16), so each
 path reports its own tokens.
 
@@ -40,6 +42,13 @@ from pathlib import Path
 import torch
 
 from turngym.agents.engine import base_model, generation
+
+# the "unlisted" path's prompt: no admissible actions under the observation, the command forms in
+# the system prompt instead (tried 2026-11-29; docs/benchmarks.md has what it cost in learning)
+UNLISTED = ["prompt.show_admissible=false",
+            'prompt.system_prompt="You are an agent in a household. Each turn, reply with one command: go to '
+            '[receptacle], open [receptacle], close [receptacle], take [object] from [receptacle], move [object] '
+            'to [receptacle], examine [something], inventory or look."']
 
 
 def count_tokens(model, counter: dict):
@@ -78,9 +87,9 @@ def shuffled(samples, rng):
     return list(rng.permutation(len(samples)))
 
 
-def from_sft(args, overrides: list[str]):
-    """(trainer, RL optimizer, env pool, train task ids) at the SFT checkpoint ``--sft``, as the
-    demo's loop starts RL from it (the KL's reference taken there)."""
+def from_sft(args, overrides: list[str], sft: str | None = None):
+    """(trainer, RL optimizer, env pool, train task ids) at the SFT checkpoint ``sft`` (default
+    ``--sft``), as the demo's loop starts RL from it (the KL's reference taken there)."""
     from turngym.core.pool import EnvPool
     from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.config import load_config
@@ -91,9 +100,10 @@ def from_sft(args, overrides: list[str]):
     tr = build_trainer(cfg, log=lambda _: None)
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
     tr.state = RunState()
-    last = ckpt.latest_checkpoint(Path(args.sft))
+    sft = sft or args.sft
+    last = ckpt.latest_checkpoint(Path(sft))
     if last is None:
-        raise SystemExit(f"--sft: no checkpoint under {args.sft}/checkpoints (see this script's docstring)")
+        raise SystemExit(f"--sft: no checkpoint under {sft}/checkpoints (see this script's docstring)")
     saved = RunState.from_dict(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
     tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
@@ -158,10 +168,14 @@ def run_path(name: str, args, overrides: list[str]) -> dict:
         generation.distinct_rows, update_module.prompt_clustered_order = every_row, shuffled
     if name in ("before", "one_pass"):
         generation.PAD_SLACK = float("inf")  # every prompt suffix in one padded prefill pass
+    if name == "unlisted":
+        if not args.sft_unlisted:
+            raise SystemExit("--paths unlisted needs --sft-unlisted (an SFT run made with the unlisted prompt)")
+        overrides = [*overrides, *UNLISTED]
     try:
-        tr, optimizer, pool, train_ids = from_sft(args, overrides)
+        tr, optimizer, pool, train_ids = from_sft(args, overrides, args.sft_unlisted if name == "unlisted" else None)
         cfg = tr.cfg
-        if name != "today":
+        if name not in ("today", "unlisted"):
             tr.policy.keep_states = 0  # the update runs the frozen layers itself
         counter = {"tokens": 0, "slots": 0, "bottom_slots": 0}
         handles = count_tokens(tr.model, counter)
@@ -253,6 +267,8 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--paths", default="before,one_pass,kl_prepass,replay,today")
+    p.add_argument("--sft-unlisted", help="the SFT run of the \"unlisted\" path (made with its prompt: "
+                   "the SFT command above plus its --set overrides, UNLISTED in this script)")
     p.add_argument("--update-trials", type=int, default=3, help="updates per path on the same samples (0: none)")
     p.add_argument("--out", default="benchmarks/results/rl_episode_cost")
     args = p.parse_args()
