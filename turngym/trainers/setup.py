@@ -45,9 +45,11 @@ class Trainer:
 
 def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Trainer:
     from turngym.agents.engine.frozen_layers import frozen_depth
+    from turngym.agents.engine.memory import keep_freed_memory
     from turngym.agents.hf import HFPolicy
     from turngym.agents.models import load_model
 
+    keep_freed_memory()  # the trainer owns its process: no page faults for each step's big tensors
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
