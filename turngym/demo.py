@@ -9,8 +9,8 @@
 The numbers are whatever this run measures. Everything goes to ``--run-dir`` (default
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
 The settings below took 14.0-14.6 minutes on two idle CPU cores with native bfloat16 over seeds
-0-4 (2026-11-28, two processes of one thread; the aim is 15; 32.4 in float32 on an AVX2 CPU at
-seed 0): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT 1.4. One process of two
+0-4 (2026-11-28, two processes of one thread; the aim is 15; 22.3 in float32 on an AVX2 CPU at
+seed 0, 32.4 a day earlier on another such machine): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT 1.4. One process of two
 threads (``--processes 1``) took 19.1 at seed 0, with the code before the update started from
 the rollouts' kept states.
 """
@@ -237,7 +237,7 @@ def dtype_line(dtype: str) -> str:
     if native_dtype("cpu") == "bfloat16":
         return "bfloat16 (this CPU computes it natively)"
     return ("float32: this CPU has no native bfloat16 (AVX512-BF16 or AMX); the demo's settings and minutes were "
-            "measured in bfloat16 (at seed 0 on a 2-core AVX2 CPU, float32 took 32 minutes and RL gained nothing)")
+            "measured in bfloat16 (at seed 0 on a 2-core AVX2 CPU, float32 took 22 minutes and RL gained nothing)")
 
 
 def launch(args) -> int:

@@ -4,9 +4,9 @@ Every decoding step grows the key/value cache by concatenation and frees the old
 per layer at evaluation's 134 rows. glibc serves each block above its mmap threshold (32 MiB at
 most) with a fresh mapping that the kernel zero-fills page by page on first write and unmaps on
 free, so the engine paid a page fault per 4 KiB of every such tensor, again at each step. With
-mappings off and trimming off, a freed block stays in the heap for the next one of its size: on a
-greedy evaluation of 34 tasks, page faults fell from 5.0 to 0.76 million and kernel time from
-12.1 to 1.7 s (docs/benchmarks.md, "Where sampling and evaluation spend their time").
+mappings off and trimming off, a freed block stays in the heap for the next one: a greedy
+evaluation of 134 tasks in float32 took 575 s instead of 745, its kernel time 48 s instead of
+217, the same peak RSS (``benchmarks/freed_memory.py``; docs/benchmarks.md).
 
 The cost: the process keeps its peak heap until it exits instead of handing freed memory back.
 A trainer owns its process, so ``build_trainer`` calls this; a library user loading a model into
