@@ -10,9 +10,9 @@ The numbers are whatever this run measures. Everything goes to ``--run-dir`` (de
 ``runs/demo``) in the layout ``turngym train`` uses, so ``turngym view``/reports read it too.
 The settings below took 14.0-14.6 minutes on two idle CPU cores with native bfloat16 over seeds
 0-4 (2026-11-28, two processes of one thread; the aim is 15; 22.3 in float32 on an AVX2 CPU at
-seed 0, 32.4 a day earlier on another such machine): at seed 0 the five evaluations 6.2 minutes, RL 6.2, SFT 1.4. One process of two
-threads (``--processes 1``) took 19.1 at seed 0, with the code before the update started from
-the rollouts' kept states.
+seed 0, 32.4 a day earlier on another such machine): at seed 0 the five evaluations 6.2
+minutes, RL 6.2, SFT 1.4. One process of two threads (``--processes 1``) took 19.1 at seed 0,
+with the code before the update started from the rollouts' kept states.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ a process of their own keeps glibc's defaults.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters, from glibc's malloc.h
 
@@ -24,10 +23,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters, from glibc's mall
 def keep_freed_memory() -> bool:
     """Turn glibc's mmap for big blocks and heap trimming off in this process; False where the C
     library is not glibc (nothing changed)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    try:  # the process's own symbols: the C library it runs on, found without a subprocess
+        libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - raises AttributeError outside glibc
-    except (OSError, AttributeError):
+    except (OSError, TypeError, AttributeError):  # TypeError: Windows has no CDLL(None)
         return False
     # a trim threshold of INT_MAX: freed memory at the heap's top is never handed back either
     return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
