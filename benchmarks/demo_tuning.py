@@ -43,12 +43,9 @@ def demo_config(demo_argv: list[str], run_dir: Path, extra: list[str]):
 def start_from(sft: Path, run_dir: Path, lr: float) -> None:
     """The SFT checkpoint copied as the run's update 0, its optimizer at the variant's rate."""
     import torch
+    from _sft_start import sft_checkpoint
 
-    from turngym.trainers import checkpoint as ckpt
-
-    last = ckpt.latest_checkpoint(sft)
-    if last is None:
-        raise SystemExit(f"--sft: no checkpoint under {sft}/checkpoints (see this script's docstring)")
+    last = sft_checkpoint(sft)
     target = run_dir / "checkpoints" / last.name
     shutil.copytree(last, target)
     state = torch.load(target / "optimizer.pt", weights_only=False)
@@ -60,22 +57,11 @@ def start_from(sft: Path, run_dir: Path, lr: float) -> None:
 def sft_outcomes(sft: Path, out: Path, demo_argv: list[str]) -> Path:
     """The SFT checkpoint's greedy evaluation on the split (once per --out), shown the prompt of
     the variant (``demo_argv``): variants that share an --out must share their prompt settings."""
-    from turngym.core.pool import EnvPool
-    from turngym.trainers import checkpoint as ckpt
-    from turngym.trainers.loop import evaluate
-    from turngym.trainers.setup import build_trainer, run_task_ids
+    from _sft_start import evaluate_sft
 
     path = out / "sft" / "eval" / "update_0000.jsonl"
-    if path.exists():
-        return path
-    cfg, _ = demo_config(demo_argv, out / "sft", [])
-    tr = build_trainer(cfg, log=lambda _: None)
-    ckpt.load_checkpoint(ckpt.latest_checkpoint(sft), tr.modules, None, tr.np_rng)
-    pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=dict(cfg.env.kwargs))
-    try:
-        evaluate(tr, pool, run_task_ids(cfg)[1], 0)
-    finally:
-        pool.close()
+    if not path.exists():
+        evaluate_sft(demo_config(demo_argv, out / "sft", [])[0], sft)
     return path
 
 

@@ -27,14 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def child(sft: str, episodes: int, keep: bool) -> dict:
     import torch
+    from _sft_start import inline_pool, trainer_at_sft
 
     from turngym import demo
     from turngym.agents.engine import memory
-    from turngym.core.pool import EnvPool
-    from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.config import load_config
     from turngym.trainers.loop import evaluate
-    from turngym.trainers.setup import build_trainer, run_task_ids
+    from turngym.trainers.setup import run_task_ids
 
     torch.set_num_threads(1)
     if not keep:
@@ -42,11 +41,10 @@ def child(sft: str, episodes: int, keep: bool) -> dict:
     run_dir = ROOT / "runs" / "freed_memory" / ("kept" if keep else "default")
     args = demo.parse(["--no-progress", "--processes", "1", "--eval-split", "valid_seen", "--run-dir", str(run_dir)])
     cfg = load_config(None, [*demo.demo_overrides(args), "tensorboard=false", f"env.num_envs={episodes}"])
-    tr = build_trainer(cfg, log=lambda _: None)
-    ckpt.load_checkpoint(ckpt.latest_checkpoint(Path(sft)), tr.modules, None, tr.np_rng)
-    pool = EnvPool(cfg.env.id, num_envs=episodes, backend="inline", env_kwargs=dict(cfg.env.kwargs))
+    tr, _ = trainer_at_sft(cfg, sft)
+    pool = inline_pool(cfg)
     before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    row = evaluate(tr, pool, run_task_ids(cfg)[1], 0, episodes=episodes)
+    row = evaluate(tr, pool, run_task_ids(cfg)[1], 0, episodes=episodes)  # timed alone, without the load
     wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
     pool.close()
     return {"keep_freed_memory": keep, "episodes": episodes, "wall_s": wall,

@@ -90,27 +90,22 @@ def shuffled(samples, rng):
 def from_sft(args, overrides: list[str], sft: str | None = None):
     """(trainer, RL optimizer, env pool, train task ids) at the SFT checkpoint ``sft`` (default
     ``--sft``), as the demo's loop starts RL from it (the KL's reference taken there)."""
-    from turngym.core.pool import EnvPool
+    from _sft_start import inline_pool, trainer_at_sft
+
     from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.config import load_config
-    from turngym.trainers.setup import build_trainer, make_optimizer, run_task_ids
+    from turngym.trainers.setup import make_optimizer, run_task_ids
     from turngym.trainers.state import RunState
 
     cfg = load_config(None, overrides)
-    tr = build_trainer(cfg, log=lambda _: None)
-    optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)
+    tr, saved = trainer_at_sft(cfg, sft or args.sft)
+    saved = RunState.from_dict(saved)
     tr.state = RunState()
-    sft = sft or args.sft
-    last = ckpt.latest_checkpoint(Path(sft))
-    if last is None:
-        raise SystemExit(f"--sft: no checkpoint under {sft}/checkpoints (see this script's docstring)")
-    saved = RunState.from_dict(ckpt.load_checkpoint(last, tr.modules, optimizer, tr.np_rng))
     tr.state.task_order, tr.state.task_cursor = saved.task_order, saved.task_cursor
     optimizer = make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay)  # RL's own, as the loop's
     if cfg.rl.kl_coef > 0:  # the KL's reference: the policy as RL starts, as loop.train takes it
         tr.reference = ckpt.trainable_state(tr.model)
-    pool = EnvPool(cfg.env.id, num_envs=cfg.env.num_envs, backend="inline", env_kwargs=dict(cfg.env.kwargs))
-    return tr, optimizer, pool, run_task_ids(cfg)[0]
+    return tr, optimizer, inline_pool(cfg), run_task_ids(cfg)[0]
 
 
 def same_samples(args, overrides: list[str]) -> dict:

@@ -149,18 +149,24 @@ def _add_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-envs", type=positive_int, default=4)
     p.add_argument("--backend", default="thread", choices=BACKENDS, help=" | ".join(BACKENDS))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-turns", type=positive_int, default=200,
+                   help="turns per episode at most (default 200; the env's own limit applies too)")
     p.add_argument("--model-kwargs", default="", help="extra policy options, k=v,k=v")
+    p.add_argument("--env-kwargs", default="",
+                   help="env options, k=v,k=v, each value read as YAML (0.1, false, text), as turngym.make takes them")
 
 
 def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None = None,
              group_size: int = 1, num_envs: int = 4, backend: str = "thread", seed: int = 0,
-             out: str | None = None, progress: bool = True):
+             out: str | None = None, progress: bool = True, max_turns: int = 200,
+             env_kwargs: dict | None = None):
     """Run a policy on tasks of a split; returns (trajectories, summary dict)."""
     from tqdm import tqdm
 
     import turngym
 
-    env = _make(env_id)
+    env_kwargs = dict(env_kwargs or {})
+    env = _make(env_id, env_kwargs)
     split = split or env.split
     tasks = _task_ids(env, split, env_id)
     env.close()
@@ -179,10 +185,10 @@ def evaluate(env_id: str, policy, split: str | None = None, episodes: int | None
     from turngym.core.runs import collect, summarize
 
     try:
-        with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend) as pool:
+        with turngym.EnvPool(env_id, num_envs=num_envs, backend=backend, env_kwargs=env_kwargs) as pool:
             # the trainer's rollout: per-turn progress (turns done, tokens/s), since LLM episodes
-            # can take minutes each; 200 turns at most, the pool's default
-            trajs = collect(pool, policy, tasks, group_size=group_size, seed=seed, max_turns=200,
+            # can take minutes each
+            trajs = collect(pool, policy, tasks, group_size=group_size, seed=seed, max_turns=max_turns,
                             on_trajectory=on_trajectory, bar=bar)
     except BaseException:
         bar.leave = False  # clear the bar: the error that follows is the one line to read
@@ -212,32 +218,50 @@ def _check_out(out: str) -> None:
             raise CLIError(f"--out: {parent} is a file, so {out} cannot be created under it")
 
 
-def parse_model_kwargs(text: str) -> dict[str, str]:
+def parse_kwargs(text: str, flag: str = "--model-kwargs") -> dict[str, str]:
     options = {}
     for item in (kv.strip() for kv in text.split(",")):
         if not item:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CLIError(f"--model-kwargs: {item!r} must be key=value (several as k=v,k=v)")
+            raise CLIError(f"{flag}: {item!r} must be key=value (several as k=v,k=v)")
         options[key.strip()] = value
     return options
+
+
+def parse_env_kwargs(text: str) -> dict:
+    """``--env-kwargs``: each value read as a YAML scalar, so ``false`` and ``0.1`` arrive typed."""
+    import yaml
+
+    out = {}
+    for key, value in parse_kwargs(text, "--env-kwargs").items():
+        try:
+            out[key] = yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            out[key] = value  # plain text; the env's own check names the field if it is wrong
+    return out
 
 
 def _run_eval(args) -> int:
     from turngym.agents.loading import load_policy
 
-    options = parse_model_kwargs(args.model_kwargs)
+    options = parse_kwargs(args.model_kwargs)
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.out:
         _check_out(args.out)
-    _make(args.env).close()  # an unknown env id fails before a model loads
+    _make(args.env, env_kwargs).close()  # an unknown env id or option fails before a model loads
+    if args.policy.startswith("hf"):
+        from turngym.agents.engine.memory import keep_freed_memory
+
+        keep_freed_memory()  # the CLI owns its process: no page faults for each decoding step's cache
     try:
         policy = load_policy(args.policy, seed=args.seed, **options)
     except ValueError as e:
         raise CLIError(str(e)) from None
     trajs, summary = evaluate(args.env, policy, split=args.split, episodes=args.episodes,
                               group_size=args.group_size, num_envs=args.num_envs, backend=args.backend,
-                              seed=args.seed, out=args.out)
+                              seed=args.seed, out=args.out, max_turns=args.max_turns, env_kwargs=env_kwargs)
     row = {"env": args.env, "policy": args.policy, **summary}
     print(format_table([row], ["env", "policy", "episodes", "unscorable", "success_rate",
                                "mean_return", "mean_steps"]))
@@ -311,11 +335,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _make(env_id: str):
+def _make(env_id: str, env_kwargs: dict | None = None):
     import turngym
 
     try:
-        return turngym.make(env_id)
+        return turngym.make(env_id, **(env_kwargs or {}))
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
 

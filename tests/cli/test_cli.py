@@ -33,6 +33,17 @@ def test_eval_prints_a_table_and_writes_trajectories(tmp_path, capsys):
     assert len(trajs) == 4 and all(t.success for t in trajs)
 
 
+def test_eval_takes_env_options_and_a_turn_limit(tmp_path, capsys):
+    out_file = tmp_path / "eval.jsonl"
+    # the expert needs 4 turns; cut at 2, with the actions listed in the observation turned off
+    assert main(["eval", "turngym/Household-Easy-v0", "--episodes", "3", "--max-turns", "2", "--out", str(out_file),
+                 "--env-kwargs", "admissible_in_observation=false,shaped_reward=0.5"]) == 0
+    trajs = read_jsonl(out_file)
+    assert len(trajs) == 3 and all(len(t.steps) == 2 and not t.success for t in trajs)
+    assert all("Admissible actions" not in s.observation for t in trajs for s in t.steps)
+    assert all(t.episode_return > 0 for t in trajs)  # the shaped reward for the expert's first steps
+
+
 @pytest.mark.slow
 def test_unknown_env_and_bad_policy_give_one_clear_line():
     r = run_cli("eval", "turngym-tests/Nope-v0")

@@ -172,6 +172,52 @@ def test_sft_then_rl_writes_the_run_directory(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", ["true", "false"])
+def test_a_finished_run_leaves_its_policy_loadable_by_path(tmp_path, lora):
+    """run_dir/model/ is the trained policy: hf:PATH computes the trainer's logits exactly (with
+    LoRA from the adapter kept apart, not merged), is shown the prompt it was trained with, so
+    it replays the run's last evaluation episode for episode, and turngym eval plays it."""
+    from turngym.agents.loading import load_policy
+    from turngym.core.pool import EnvPool
+    from turngym.core.runs import collect
+    from turngym.trainers.loop import train
+    from turngym.trainers.setup import run_task_ids
+
+    cfg = cfg_for(tmp_path, "sft.episodes=2", "sft.batch_size=2", "rl.updates=1", "eval.at_start=false",
+                  "eval.episodes=2", f"model.lora={lora}", "model.lora_layers=1", "tensorboard=false",
+                  "prompt.history=last_k", "prompt.history_k=1", "prompt.system_prompt=Say words.")
+    tr = train(cfg, log=lambda _: None)
+    folder = Path(cfg.run_dir) / "model"
+    assert (folder / "adapter_config.json").exists() == (lora == "true")
+    policy = load_policy(f"hf:{folder}", device="cpu", dtype=cfg.model.dtype, temperature=0)
+    assert policy.prompt == tr.eval_policy.prompt and policy.prompt.system_prompt == "Say words."
+    ids = torch.tensor([[1, 5, 9, 200, 7, 3]])
+    tr.model.eval()
+    with torch.no_grad():
+        assert torch.equal(policy.model(ids).logits, tr.model(ids).logits)
+    # the run's last evaluation, replayed by the loaded policy (same tasks, seeds and turn limit)
+    logged = read_jsonl(Path(cfg.run_dir) / "eval" / "update_0001.jsonl")
+    with EnvPool(cfg.env.id, num_envs=2, backend="inline") as pool:
+        again = collect(pool, policy, run_task_ids(cfg)[1][:2], group_size=1, seed=cfg.seed + 100_003,
+                        max_turns=cfg.env.max_turns)
+    seen = [[(s.prompt_ids, s.completion_ids) for s in t.steps] for t in logged]
+    assert seen[0][0][0] and [[(s.prompt_ids, s.completion_ids) for s in t.steps] for t in again] == seen
+    if lora == "true":  # the adapter moved in training, so equal logits are not the base model's
+        base = load_policy("hf:tiny", device="cpu", dtype=cfg.model.dtype, seed=cfg.seed)
+        with torch.no_grad():
+            assert not torch.equal(base.model(ids).logits, tr.model(ids).logits)
+    # a new run can start from it (the adapter merged into the weights it trains on)
+    follow = train(cfg_for(tmp_path, f"model.name={folder}", "rl.updates=1", "eval.at_start=false",
+                           "eval.episodes=1", "tensorboard=false", name="follow"), log=lambda _: None)
+    assert not any("base_layer.base_layer" in n for n, _ in follow.model.named_parameters())
+    # the CLI, in a process of its own (so on an env registered with turngym itself)
+    out = subprocess.run([sys.executable, "-m", "turngym", "eval", "turngym/Household-Easy-v0", "--policy",
+                          f"hf:{folder}", "--episodes", "1", "--model-kwargs", "device=cpu,max_new_tokens=4"],
+                         capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", ["true", "false"])
 def test_kl_reference_is_the_policy_as_rl_starts(tmp_path, lora):
     """The KL holds RL near the policy SFT made (not the model before SFT), and a resumed run
     keeps that reference."""

@@ -6,7 +6,9 @@
 ``human``              you, at the terminal
 ``hf:smollm2-135m``    the embedded SmolLM2-135M-Instruct (the default for ``hf``; ``hf`` alone works)
 ``hf:tiny``            a random-init model of the same architecture (tests)
-``hf:PATH``            any local checkpoint directory (``save_pretrained``) or ``.gguf`` file
+``hf:PATH``            a local checkpoint directory (``save_pretrained``), a training run's
+                       ``model/`` folder (its prompt and reply length are the defaults), or a
+                       ``.gguf`` file
 ``openai:URL``         an OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8001/v1``
 =====================  ==========================================================================
 
@@ -24,12 +26,16 @@ allows.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 from turngym.agents.basic import ExpertPolicy, HumanPolicy, RandomPolicy
 
 POLICY_KINDS = ("expert", "random", "human", "hf:smollm2-135m", "hf:tiny", "hf:PATH", "openai:URL")
+POLICY_FILE = "turngym_policy.json"  # in a trained model's folder: the prompt and reply length it learned with
 
 _PROMPT_KEYS = {"action_format": str, "history": str, "history_k": int, "show_admissible": "bool",
                 "system_prompt": str}
@@ -96,9 +102,23 @@ def load_hf_policy(name_or_path: str = "smollm2-135m", **options: Any):
     kwargs = _convert(options, {**_HF_KEYS, **_HF_LOAD_KEYS, **_PROMPT_KEYS}, "hf")
     # the fast dtype of the hardware unless asked otherwise: evaluation needs no float32 gradients
     load_kwargs = {"dtype": "auto", **{k: kwargs.pop(k) for k in list(kwargs) if k in _HF_LOAD_KEYS}}
-    prompt = _prompt_config({k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS})
+    # a trained model is shown what it was trained on unless asked otherwise: another prompt is
+    # another task to it
+    settings_file = Path(name_or_path).expanduser() / POLICY_FILE
+    trained = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+    prompt = _prompt_config({**trained.get("prompt", {}),
+                             **{k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS}})
+    if "max_new_tokens" in trained:
+        kwargs.setdefault("max_new_tokens", int(trained["max_new_tokens"]))
     model, tokenizer = load_model(name_or_path, **load_kwargs)
     return HFPolicy(model, tokenizer, prompt=prompt, name=f"hf:{name_or_path}", **kwargs)
+
+
+def save_policy_settings(path: str | Path, policy) -> None:
+    """Write what ``load_hf_policy`` restores of an ``HFPolicy`` beside its saved model: the
+    prompt settings and the reply length (sampling stays the caller's: greedy or not is theirs)."""
+    settings = {"prompt": dataclasses.asdict(policy.prompt), "max_new_tokens": policy.sampling.max_new_tokens}
+    (Path(path) / POLICY_FILE).write_text(json.dumps(settings, indent=1) + "\n")
 
 
 def _prompt_config(values: dict[str, Any]):

@@ -8,8 +8,8 @@ Names ``load_model`` understands:
   (a few seconds).
 - ``tiny``: a randomly initialised model of the same architecture (Llama, same tokenizer and
   chat template), a few million parameters. For fast tests; it produces gibberish.
-- a local path: a directory written by ``save_pretrained`` (a trained checkpoint), or a
-  ``.gguf`` file.
+- a local path: a directory written by ``save_pretrained`` (a trained checkpoint), a LoRA
+  adapter written by ``save_adapter`` (a training run's ``model/`` folder), or a ``.gguf`` file.
 
 The cache lives in ``$TURNGYM_CACHE`` if set, else ``$XDG_CACHE_HOME/turngym``, else
 ``~/.cache/turngym``; models go under ``models/<name>/``.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ DEFAULT_MODEL = "smollm2-135m"
 MODEL_NAMES = (DEFAULT_MODEL, "tiny")
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _ALIASES = {"smollm2-135m-instruct": DEFAULT_MODEL, "smollm2": DEFAULT_MODEL}
+BASE_FILE = "turngym_base.json"  # in an adapter folder: the base model's name and seed, for load_model
 # The tiny test model: SmolLM2's shape family, scaled down (tied embeddings keep it small).
 TINY_CONFIG = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=16, max_position_embeddings=8192,
@@ -94,6 +96,8 @@ def load_model(name_or_path: str = DEFAULT_MODEL, *, device: str | None = None, 
                              "nor an existing path")
         if path.suffix == ".gguf":
             model, tokenizer = _load_gguf(path, torch_dtype)
+        elif (path / BASE_FILE).exists():
+            model, tokenizer = _load_adapter(path, device=device, dtype=dtype)
         else:
             model, tokenizer = _load_dir(path, torch_dtype)
     model = model.to(device)
@@ -156,6 +160,20 @@ def save_model(model, tokenizer, path: str | os.PathLike) -> None:
     tokenizer.save_pretrained(path)
 
 
+def save_adapter(model, tokenizer, path: str | os.PathLike, base: str, seed: int = 0) -> None:
+    """Save a LoRA (peft) model as its adapter, with the tokenizer and the base model's name
+    (``base``, as ``load_model`` takes it; ``seed`` for ``tiny``), so ``load_model(path)`` and
+    ``hf:PATH`` rebuild the same policy. Unlike ``save_model``'s merge, which rounds the adapter's
+    change into bfloat16 weights, the adapter kept apart computes exactly what was trained."""
+    path = Path(path)
+    if Path(base).expanduser().exists():  # a path: absolute, so the folder loads from anywhere
+        base = str(Path(base).expanduser().resolve())
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)  # adapter_config.json, adapter_model.safetensors
+    tokenizer.save_pretrained(path)
+    (path / BASE_FILE).write_text(json.dumps({"base": base, "seed": int(seed)}) + "\n")
+
+
 # ----- internals ---------------------------------------------------------------------------
 
 def _load_smollm2(torch_dtype):
@@ -189,6 +207,16 @@ def _load_dir(path: Path, torch_dtype):
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return model, tokenizer
+
+
+def _load_adapter(path: Path, device: str, dtype: str):
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    base = json.loads((path / BASE_FILE).read_text())
+    model, _ = load_model(base["base"], device=device, dtype=dtype, seed=int(base.get("seed", 0)))
+    model = PeftModel.from_pretrained(model, path, is_trainable=False)
+    return model, AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
 def _without_gguf_marker(model):

@@ -317,10 +317,12 @@ def run(args) -> int:
 
     import uvicorn
 
+    from turngym.agents.engine.memory import keep_freed_memory
     from turngym.agents.hf import HFPolicy
     from turngym.agents.models import load_model
     from turngym.core.commands import CLIError
 
+    keep_freed_memory()  # the server owns its process: no page faults for each decoding step's cache
     name = args.model.removeprefix("hf:")
     if not 1 <= args.port <= 65535:
         raise CLIError(f"--port: {args.port} is not a TCP port (1-65535)")

@@ -4,11 +4,13 @@ position, counters).
 
 Layout: ``run_dir/checkpoints/update_XXXX/{weights.pt, optimizer.pt, state.json, rng.pt}``,
 written into a temporary folder and renamed, so a run killed mid-save leaves the previous
-checkpoint intact.
+checkpoint intact. At the end of a run the policy alone goes to ``run_dir/model/`` in a form
+``load_model`` reads (``save_policy``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -48,23 +50,50 @@ def save_checkpoint(run_dir: str | Path, update: int, model: torch.nn.Module, op
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"update_{update:04d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    try:
+    with _replacing(target) as tmp:
         torch.save(trainable_state(model), tmp / "weights.pt")
         torch.save(optimizer.state_dict() if optimizer is not None else {}, tmp / "optimizer.pt")
         torch.save(rng_state(np_rng), tmp / "rng.pt")
         for name, obj in (extra or {}).items():
             torch.save(obj, tmp / name)
         (tmp / "state.json").write_text(json.dumps({**trainer_state, "update": update}, indent=1))
+    for old in sorted(p for p in root.glob("update_*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def save_policy(run_dir: str | Path, policy, base: str, seed: int) -> Path:
+    """The trained ``policy`` (an ``HFPolicy``) as ``run_dir/model/``, for ``hf:PATH`` (``turngym
+    eval``, ``turngym serve-policy``): with LoRA the adapter and the base model's name, else the
+    whole model, and the prompt and reply length it was trained with. Written into a temporary
+    folder and renamed over the previous one."""
+    from turngym.agents.loading import save_policy_settings
+    from turngym.agents.models import save_adapter, save_model
+
+    target = Path(run_dir) / "model"
+    with _replacing(target) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the folder is meant to be read like the run's
+        if getattr(policy.model, "peft_config", None):
+            save_adapter(policy.model, policy.tokenizer, tmp, base=base, seed=seed)
+        else:
+            save_model(policy.model, policy.tokenizer, tmp)
+        save_policy_settings(tmp, policy)
+    return target
+
+
+@contextlib.contextmanager
+def _replacing(target: Path):
+    """A temporary folder beside ``target`` to write into, renamed over it when the block ends
+    without error: a run killed mid-write leaves the previous ``target`` intact."""
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        yield tmp
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    for old in sorted(p for p in root.glob("update_*") if p.is_dir())[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return target
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

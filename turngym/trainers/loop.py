@@ -173,6 +173,8 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, stop_after: int 
             source.close()
         pool.close()
         metrics.close()
+    if main and tr.state.update >= cfg.rl.updates:  # finished: the policy in a form hf:PATH loads
+        ckpt.save_policy(run_dir, tr.eval_policy, base=cfg.model.name, seed=cfg.seed)
     if main and read_metrics(run_dir / "metrics.jsonl"):
         from turngym.viewer import write_report
 

@@ -55,6 +55,8 @@ def build_trainer(cfg: TrainConfig, log: Callable[[str], None] = print) -> Train
     torch.manual_seed(cfg.seed)
     estimator = ESTIMATORS[cfg.rl.estimator]
     model, tokenizer = load_model(cfg.model.name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.seed)
+    if getattr(model, "peft_config", None):  # a trained run's model/ folder: its adapter becomes
+        model = model.merge_and_unload()     # part of the weights this run starts from
     if cfg.model.lora:
         from peft import LoraConfig, get_peft_model
 

@@ -9,8 +9,9 @@ evaluation of 134 tasks in float32 took 575 s instead of 745, its kernel time 48
 217, the same peak RSS (``benchmarks/freed_memory.py``; docs/benchmarks.md).
 
 The cost: the process keeps its peak heap until it exits instead of handing freed memory back.
-A trainer owns its process, so ``build_trainer`` calls this; a library user loading a model into
-a process of their own keeps glibc's defaults.
+The processes turngym owns call it (``build_trainer``, ``turngym eval`` with an ``hf`` policy,
+``turngym serve-policy``); a library user loading a model into a process of their own keeps
+glibc's defaults.
 """
 
 from __future__ import annotations
