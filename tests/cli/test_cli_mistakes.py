@@ -4,6 +4,8 @@ in-process (``main(argv)``) to stay fast."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import turngym
@@ -54,6 +56,10 @@ MISTAKES = {
     "eval-env-kwargs-bad-value": (lambda t: ["eval", "turngym/Household-Easy-v0", "--env-kwargs", "shaped_reward=-1"],
                                   ["shaped_reward", ">= 0"]),
     "eval-max-turns-zero": (lambda t: ["eval", COUNTER, "--max-turns", "0"], ["--max-turns", "integer >= 1"]),
+    # a trained model's folder whose settings file is damaged (read before any model loads)
+    "eval-hf-damaged-settings": (lambda t: ["eval", COUNTER, "--policy",
+                                            "hf:" + str(Path(_config(t, "{oops", "turngym_policy.json")).parent)],
+                                 ["turngym_policy.json", "not valid JSON"]),
     "eval-model-kwargs-for-expert": (lambda t: ["eval", COUNTER, "--model-kwargs", "temperature=0.5"],
                                      ["--model-kwargs", "expert policies take no options"]),
     "eval-out-under-a-file": (lambda t: ["eval", COUNTER, "--out", str(t / "file.txt" / "x.jsonl")],

@@ -97,7 +97,7 @@ def load_policy(spec: str, **options: Any):
 def load_hf_policy(name_or_path: str = "smollm2-135m", **options: Any):
     """``HFPolicy`` for a model name or path; options as in the module docstring."""
     from turngym.agents.hf import HFPolicy
-    from turngym.agents.models import load_model
+    from turngym.agents.models import load_model, read_json
 
     kwargs = _convert(options, {**_HF_KEYS, **_HF_LOAD_KEYS, **_PROMPT_KEYS}, "hf")
     # the fast dtype of the hardware unless asked otherwise: evaluation needs no float32 gradients
@@ -105,7 +105,7 @@ def load_hf_policy(name_or_path: str = "smollm2-135m", **options: Any):
     # a trained model is shown what it was trained on unless asked otherwise: another prompt is
     # another task to it
     settings_file = Path(name_or_path).expanduser() / POLICY_FILE
-    trained = json.loads(settings_file.read_text()) if settings_file.is_file() else {}
+    trained = read_json(settings_file) if settings_file.is_file() else {}
     prompt = _prompt_config({**trained.get("prompt", {}),
                              **{k: kwargs.pop(k) for k in list(kwargs) if k in _PROMPT_KEYS}})
     if "max_new_tokens" in trained:

@@ -174,6 +174,14 @@ def save_adapter(model, tokenizer, path: str | os.PathLike, base: str, seed: int
     (path / BASE_FILE).write_text(json.dumps({"base": base, "seed": int(seed)}) + "\n")
 
 
+def read_json(path: Path) -> dict:
+    """A JSON file turngym wrote beside a model, or a ValueError naming the file."""
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"model: {path} is not valid JSON ({e}); write the folder again") from None
+
+
 # ----- internals ---------------------------------------------------------------------------
 
 def _load_smollm2(torch_dtype):
@@ -213,7 +221,7 @@ def _load_adapter(path: Path, device: str, dtype: str):
     from peft import PeftModel
     from transformers import AutoTokenizer
 
-    base = json.loads((path / BASE_FILE).read_text())
+    base = read_json(path / BASE_FILE)
     model, _ = load_model(base["base"], device=device, dtype=dtype, seed=int(base.get("seed", 0)))
     model = PeftModel.from_pretrained(model, path, is_trainable=False)
     return model, AutoTokenizer.from_pretrained(path, local_files_only=True)
