@@ -68,7 +68,11 @@ def main() -> None:
     tail = [run_dir / "checkpoints" / f"update_{u:04d}" for u in range(args.from_update, cfg.rl.updates + 1)]
     weights = [torch.load(path / "weights.pt", map_location="cpu", weights_only=True) for path in tail]
     average = {k: (sum(w[k].double() for w in weights) / len(weights)).to(weights[-1][k].dtype) for k in weights[-1]}
-    tr.modules.load_state_dict(average, strict=False)  # only the trainable tensors: the rest stays the base
+    # only the trainable tensors (the rest stays the base); a name the model lacks is an error, as
+    # in checkpoint.load_checkpoint, not a tensor silently left out of the average
+    unexpected = tr.modules.load_state_dict(average, strict=False).unexpected_keys
+    if unexpected:
+        raise SystemExit(f"weight_averaging: {unexpected[:3]} are not in the model built from the run's config")
     pool = inline_pool(cfg)
     try:
         evaluate(tr, pool, run_task_ids(cfg)[1], cfg.rl.updates, name="tail_average")
@@ -86,9 +90,9 @@ def main() -> None:
     for a, b, pa, pb in (("sft", "last_update", before, last), ("sft", "tail_average", before, averaged),
                          ("last_update", "tail_average", last, averaged)):
         gained, lost, episodes = paired_outcomes(pa, pb)
-        result["pairs"][f"{a} -> {b}"] = {"gained": gained, "lost": lost, "episodes": episodes,
-                                          "p": sign_test(gained, lost)}
-        print(f"{a} -> {b}: +{gained} / -{lost} of {episodes}, p = {sign_test(gained, lost):.3g}")
+        pair = result["pairs"][f"{a} -> {b}"] = {"gained": gained, "lost": lost, "episodes": episodes,
+                                                 "p": sign_test(gained, lost)}
+        print(f"{a} -> {b}: +{gained} / -{lost} of {episodes}, p = {pair['p']:.3g}")
     keep = Path(args.results) / f"{run_dir.name}.json"
     keep.parent.mkdir(parents=True, exist_ok=True)
     keep.write_text(json.dumps(result, indent=1))
