@@ -3,7 +3,8 @@ weights? On the tuning split (valid_seen), from the demo's SFT checkpoint.
 
     PYTHONPATH=. python benchmarks/weight_averaging.py --sft runs/tune/sft0 --sft-out runs/tune/out --run-dir runs/avg-s0
 
-``--sft`` as in ``demo_tuning.py`` (its docstring says how to make one). The script runs the
+``--sft`` as in ``demo_tuning.py`` (its docstring says how to make one; at another seed, add
+``--seed S`` to both commands). The script runs the
 demo's RL (its defaults, one process) from that checkpoint with a checkpoint after every update,
 evaluated greedily on the 140 valid_seen tasks after the last update; then it averages the
 trainable tensors (the LoRA factors) of the checkpoints from ``--from-update`` to the last and
@@ -34,6 +35,7 @@ def main() -> None:
     p.add_argument("--run-dir", required=True)
     p.add_argument("--from-update", type=int, default=9, help="the first checkpoint of the average")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0, help="the demo's seed, the one --sft was made with")
     p.add_argument("--sft-out", default="runs/demo-tuning",
                    help="demo_tuning.py's --out: the SFT checkpoint's valid_seen outcomes are read from there "
                         "(evaluated there first when missing)")
@@ -50,7 +52,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     run_dir, sft = Path(args.run_dir), Path(args.sft)
-    demo_argv = ["--eval-every", "16"]
+    demo_argv = ["--seed", str(args.seed), "--eval-every", "16"]
     cfg, _ = demo_config(demo_argv, run_dir, ["resume=true", "eval.at_start=false", "checkpoint_every=1",
                                               "keep_checkpoints=100", "eval.curve_episodes=0"])
     last = run_dir / "eval" / f"update_{cfg.rl.updates:04d}.jsonl"
@@ -81,7 +83,7 @@ def main() -> None:
     averaged = run_dir / "eval" / "tail_average.jsonl"
 
     result = {"sft": str(sft), "run_dir": str(run_dir), "averaged_updates": [args.from_update, cfg.rl.updates],
-              "threads": args.threads, "rl_seconds": rl_seconds, "pairs": {}}
+              "seed": args.seed, "threads": args.threads, "rl_seconds": rl_seconds, "pairs": {}}
     for name, path in (("sft", before), ("last_update", last), ("tail_average", averaged)):
         rows = list(read_jsonl(path))
         result[name] = {"success_rate": sum(t.success for t in rows) / len(rows),
