@@ -1,5 +1,6 @@
 """Would averaging the policy over RL's last updates hold the gains better than the last update's
-weights? On the tuning split (valid_seen), from the demo's SFT checkpoint.
+weights? On the tuning split (valid_seen), from the demo's SFT checkpoint. Measured at seeds 0-4
+(docs/benchmarks.md, "Demo tuning"): no, the average is the last update within noise.
 
     PYTHONPATH=. python benchmarks/weight_averaging.py --sft runs/tune/sft0 --sft-out runs/tune/out --run-dir runs/avg-s0
 
