@@ -5,9 +5,9 @@ weights? On the tuning split (valid_seen), from the demo's SFT checkpoint. Measu
     PYTHONPATH=. python benchmarks/weight_averaging.py --sft runs/tune/sft0 --sft-out runs/tune/out --run-dir runs/avg-s0
 
 ``--sft`` as in ``demo_tuning.py`` (its docstring says how to make one; at another seed, add
-``--seed S`` to both commands). The script runs the
-demo's RL (its defaults, one process) from that checkpoint with a checkpoint after every update,
-evaluated greedily on the 140 valid_seen tasks after the last update; then it averages the
+``--seed S`` to both commands). The script runs the demo's RL (its defaults, one process) from
+that checkpoint with a checkpoint after every update, evaluated greedily on the 140 valid_seen
+tasks after the last update; then it averages the
 trainable tensors (the LoRA factors) of the checkpoints from ``--from-update`` to the last and
 evaluates that policy on the same 140 episodes. The LoRA factors are averaged one by one, so the
 averaged adapter's product B A is not the average of the updates' products: this is the cheap
