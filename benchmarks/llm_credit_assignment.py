@@ -27,7 +27,8 @@ Resumable: each run writes ``OUT/runs/<estimator>-s<seed>/result.json`` when it 
 checkpoints after every update, so rerunning the same command skips finished runs and continues
 an interrupted one from its last update. On a fresh checkout the runs kept in ``--results``
 count as finished (a machine computing in another dtype refuses to add runs to them), the SFT
-stage is made again, and a warning says when it does not score as the kept one did. Runs go
+stage is made again, and a warning names the held-out episodes where it differs from the kept
+one (each result records the libraries it ran with and the SFT start's scores). Runs go
 seed by seed (all estimators for seed 0 first), so a partial result still compares every
 estimator. ``--report`` only aggregates what exists: a table (mean over seeds with a 95%
 t-interval) and a PNG with confidence bands.
@@ -86,9 +87,43 @@ def sft_stage(args, out: Path) -> dict:
     row = read_metrics(out / "sft" / "metrics.jsonl")[0]
     data = {"zero_shot": row.get("eval/success_rate"), "after_sft": row.get("eval_after_sft/success_rate"),
             "after_sft_return": row.get("eval_after_sft/mean_return"), "seconds": time.perf_counter() - start,
-            "dtype": compute_dtype()}
+            "dtype": compute_dtype(), "versions": versions(),
+            "episodes": outcomes(out / "sft" / "eval" / "update_0000.jsonl", returns=True)}
     result.write_text(json.dumps(data, indent=1))
     return data
+
+
+def versions() -> dict[str, str]:
+    """The libraries whose arithmetic a run depends on: an SFT stage made again with other
+    versions need not reproduce the kept one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers", "peft"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def sft_differences(kept: dict, made: dict) -> str | None:
+    """How the SFT stage made here differs from the one the kept runs started from: its success
+    and mean return, and (where both kept their episodes) the tasks whose outcome or return
+    changed; None when they agree."""
+    keys = ("after_sft", "after_sft_return")
+    mine, theirs = made.get("episodes"), kept.get("episodes")
+    changed = [] if not (mine and theirs) else [t for (t, ok, ret), (_, ok2, ret2) in zip(mine, theirs)
+                                                if ok != ok2 or ret != ret2]
+    if all(kept.get(k) == made.get(k) for k in keys) and not changed:
+        return None
+    text = (f"this SFT start scores {made['after_sft']} (return {made['after_sft_return']}), the one the kept runs "
+            f"started from {kept.get('after_sft')} (return {kept.get('after_sft_return')})")
+    if mine and theirs:
+        text += f"; {len(changed)} of {len(mine)} held-out episodes differ ({', '.join(changed[:5])})"
+    if kept.get("versions", made.get("versions")) != made.get("versions"):
+        text += f"; libraries {made.get('versions')} here, {kept.get('versions')} there"
+    return text
 
 
 def compute_dtype() -> str:
@@ -145,7 +180,7 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
             "updates": sum(1 for r in rows if r.get("update")),
             "episodes": max((r.get("episodes", 0) for r in rows), default=0),
             "seconds": time.perf_counter() - start, "threads": torch.get_num_threads(), "commit": commit(),
-            "dtype": compute_dtype()}
+            "dtype": compute_dtype(), "versions": versions(), "sft_start": sft_start(out)}
     data["vs_sft"] = paired_change(out, run_dir, data["updates"])
     data["outcomes"] = {u: outcomes(run_dir / "eval" / f"update_{int(u):04d}.jsonl") for u in data["eval"]}
     result.write_text(json.dumps(data, indent=1))
@@ -153,6 +188,13 @@ def rl_run(args, out: Path, estimator: str, seed: int) -> dict:
     keep.parent.mkdir(parents=True, exist_ok=True)
     keep.write_text(json.dumps(data, indent=1))
     return data
+
+
+def sft_start(out: Path) -> dict:
+    """The SFT start's scores, kept with each run: runs made on different machines may start from
+    SFT stages that differ slightly (``sft_differences``)."""
+    data = json.loads((out / "sft" / "result.json").read_text())
+    return {k: data.get(k) for k in ("after_sft", "after_sft_return")}
 
 
 def commit() -> str | None:
@@ -181,11 +223,14 @@ def estimator_args(estimator: str) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in kept.items()) + "}"
 
 
-def outcomes(path: Path) -> list[list] | None:
-    """[task_id, success] of every episode of an evaluation file, in order."""
+def outcomes(path: Path, returns: bool = False) -> list[list] | None:
+    """[task_id, success] (and the return, with ``returns``) of every episode of an evaluation
+    file, in order."""
     from turngym.core.records import read_jsonl
 
-    return [[t.task_id, bool(t.success)] for t in read_jsonl(path)] if path.exists() else None
+    if not path.exists():
+        return None
+    return [[t.task_id, bool(t.success), *([t.episode_return] if returns else [])] for t in read_jsonl(path)]
 
 
 def versus(results: list[dict], estimator: str, baseline: str = "grpo") -> dict | None:
@@ -406,10 +451,10 @@ def main() -> None:
     print(f"sft: zero-shot {sft['zero_shot']}, after SFT {sft['after_sft']}", flush=True)
     kept_summary = Path(args.results) / "summary.json"
     before = json.loads(kept_summary.read_text()).get("sft") if kept_summary.exists() else None
-    if before and (before.get("after_sft"), before.get("after_sft_return")) != (sft["after_sft"], sft["after_sft_return"]):
-        print(f"warning: this SFT start scores {sft['after_sft']} (return {sft['after_sft_return']}), the one the kept "
-              f"runs started from {before.get('after_sft')} (return {before.get('after_sft_return')}): the SFT stage "
-              "did not reproduce it exactly, so new runs start from a slightly different policy", flush=True)
+    differ = sft_differences(before, sft) if before else None
+    if differ:
+        print(f"warning: {differ}: the SFT stage did not reproduce it exactly, so new runs start from a slightly "
+              "different policy", flush=True)
     runs = [(seed, est) for seed in seeds for est in args.estimators]
     for seed, est in runs[shard::shards]:
         done = (out / "runs" / f"{est}-s{seed}" / "result.json").exists()

@@ -39,6 +39,9 @@ def test_runs_resume_and_report(tmp_path):
         assert r["updates"] == 1 and r["episodes"] == 2  # equal episodes for every estimator
         assert r["vs_sft"]["episodes"] == 3
         assert len(r["outcomes"]["1"]) == 3  # every held-out task's outcome is kept
+        assert r["versions"]["torch"] and set(r["sft_start"]) == {"after_sft", "after_sft_return"}
+    sft = json.loads((tmp_path / "sft" / "result.json").read_text())
+    assert len(sft["episodes"]) == 3 and all(len(e) == 3 for e in sft["episodes"])  # task, success, return
     # the compact results the repository keeps, and the pairing with GRPO
     assert {p.stem for p in (tmp_path / "kept" / "runs").glob("*.json")} == {"gigpo-s0", "grpo-s0", "rloo-s0"}
     assert "against GRPO" in first and "| gigpo | 1 |" in first.split("against GRPO")[-1]
@@ -119,3 +122,21 @@ def test_detectable_difference_follows_the_power_formulas():
     # sd of the five differences 0.02915: (2.776 + 0.941) * 0.02915 / sqrt(5)
     assert out["detectable_seeds"] == pytest.approx(0.04846, abs=1e-4)
     assert math.isnan(bench_module.detectable(10, 134, [0.1])["detectable_seeds"])  # one seed: no spread
+
+
+def test_sft_differences_name_the_episodes_that_changed():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import llm_credit_assignment as bench_module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    kept = {"after_sft": 0.5, "after_sft_return": 0.4, "versions": {"torch": "2.13.0"},
+            "episodes": [["a", True, 1.0], ["b", False, -0.2]]}
+    assert bench_module.sft_differences(kept, dict(kept)) is None
+    made = {**kept, "after_sft_return": 0.3, "versions": {"torch": "2.14.1"},
+            "episodes": [["a", True, 1.0], ["b", False, -0.4]]}
+    text = bench_module.sft_differences(kept, made)
+    assert "1 of 2 held-out episodes differ (b)" in text and "2.14.1" in text and "return 0.3" in text
+    # a kept start from before episodes were recorded: the scores alone
+    old = {"after_sft": 0.5, "after_sft_return": 0.4}
+    assert "episodes differ" not in bench_module.sft_differences(old, made)
