@@ -86,6 +86,16 @@ def test_shards_split_the_runs_and_wait_for_the_shared_sft(tmp_path):
     assert all(r["commit"] and r["threads"] == 1 for r in results)
 
 
+def script_module():
+    """The benchmark script imported as a module, for its helpers."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import llm_credit_assignment
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return llm_credit_assignment
+
+
 def _episodes(path: Path, outcomes: list[tuple[str, bool]]) -> None:
     write_jsonl(path, [Trajectory(env_id="e", task_id=task, seed=0, success=ok,
                                   steps=[Step(turn=0, observation="", action="a", reward=float(ok))])
@@ -93,11 +103,7 @@ def _episodes(path: Path, outcomes: list[tuple[str, bool]]) -> None:
 
 
 def test_paired_change_counts_flips_task_by_task(tmp_path):
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import llm_credit_assignment as bench_module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench_module = script_module()
     run = tmp_path / "runs" / "gigpo-s0"
     _episodes(tmp_path / "sft" / "eval" / "update_0000.jsonl", [("a", True), ("b", False), ("c", False), ("d", True)])
     _episodes(run / "eval" / "update_0004.jsonl", [("a", True), ("b", True), ("c", True), ("d", False)])
@@ -111,11 +117,7 @@ def test_paired_change_counts_flips_task_by_task(tmp_path):
 
 
 def test_detectable_difference_follows_the_power_formulas():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import llm_credit_assignment as bench_module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench_module = script_module()
     # 5 seeds x 134 tasks with a fifth of the outcomes changed: (1.96 + 0.8416) * sqrt(0.2 / 670)
     out = bench_module.detectable(134, 670, [0.02, -0.03, 0.05, 0.0, 0.01])
     assert out["detectable_episodes"] == pytest.approx(0.0484, abs=1e-4)
@@ -125,11 +127,7 @@ def test_detectable_difference_follows_the_power_formulas():
 
 
 def test_sft_differences_name_the_episodes_that_changed():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import llm_credit_assignment as bench_module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench_module = script_module()
     kept = {"after_sft": 0.5, "after_sft_return": 0.4, "versions": {"torch": "2.13.0"},
             "episodes": [["a", True, 1.0], ["b", False, -0.2]]}
     assert bench_module.sft_differences(kept, dict(kept)) is None
