@@ -52,6 +52,7 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8:
 # one-sided 80% Student t quantiles (power 0.8), same degrees of freedom
 T80 = {1: 1.376, 2: 1.061, 3: 0.978, 4: 0.941, 5: 0.920, 6: 0.906, 7: 0.896, 8: 0.889, 9: 0.883}
 Z95, Z80 = 1.960, 0.8416
+SFT_SCORES = ("after_sft", "after_sft_return")  # what tells two SFT starts apart when their episodes are not kept
 
 
 def common(args) -> list[str]:
@@ -111,16 +112,18 @@ def sft_differences(kept: dict, made: dict) -> str | None:
     """How the SFT stage made here differs from the one the kept runs started from: its success
     and mean return, and (where both kept their episodes) the tasks whose outcome or return
     changed; None when they agree."""
-    keys = ("after_sft", "after_sft_return")
     mine, theirs = made.get("episodes"), kept.get("episodes")
-    changed = [] if not (mine and theirs) else [t for (t, ok, ret), (_, ok2, ret2) in zip(mine, theirs)
-                                                if ok != ok2 or ret != ret2]
-    if all(kept.get(k) == made.get(k) for k in keys) and not changed:
+    # an episode differs in its task, outcome or return; lists of other lengths are other evaluations
+    changed = [] if not (mine and theirs) else [a[0] for a, b in zip(mine, theirs) if list(a) != list(b)]
+    other_length = bool(mine and theirs) and len(mine) != len(theirs)
+    if all(kept.get(k) == made.get(k) for k in SFT_SCORES) and not changed and not other_length:
         return None
     text = (f"this SFT start scores {made['after_sft']} (return {made['after_sft_return']}), the one the kept runs "
             f"started from {kept.get('after_sft')} (return {kept.get('after_sft_return')})")
     if mine and theirs:
         text += f"; {len(changed)} of {len(mine)} held-out episodes differ ({', '.join(changed[:5])})"
+        if other_length:
+            text += f"; {len(mine)} held-out episodes here, {len(theirs)} there"
     if kept.get("versions", made.get("versions")) != made.get("versions"):
         text += f"; libraries {made.get('versions')} here, {kept.get('versions')} there"
     return text
@@ -194,7 +197,7 @@ def sft_start(out: Path) -> dict:
     """The SFT start's scores, kept with each run: runs made on different machines may start from
     SFT stages that differ slightly (``sft_differences``)."""
     data = json.loads((out / "sft" / "result.json").read_text())
-    return {k: data.get(k) for k in ("after_sft", "after_sft_return")}
+    return {k: data.get(k) for k in SFT_SCORES}
 
 
 def commit() -> str | None:

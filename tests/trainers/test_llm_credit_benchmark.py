@@ -135,6 +135,9 @@ def test_sft_differences_name_the_episodes_that_changed():
             "episodes": [["a", True, 1.0], ["b", False, -0.4]]}
     text = bench_module.sft_differences(kept, made)
     assert "1 of 2 held-out episodes differ (b)" in text and "2.14.1" in text and "return 0.3" in text
+    # another list of episodes (here: one more) is another evaluation, even where the scores agree
+    longer = {**kept, "episodes": [*kept["episodes"], ["c", True, 1.0]]}
+    assert "3 held-out episodes here, 2 there" in bench_module.sft_differences(kept, longer)
     # a kept start from before episodes were recorded: the scores alone
     old = {"after_sft": 0.5, "after_sft_return": 0.4}
     assert "episodes differ" not in bench_module.sft_differences(old, made)
