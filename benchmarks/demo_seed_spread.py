@@ -4,7 +4,7 @@
 
 The demo's target is met at a seed when RL beats SFT on the 134 held-out tasks by at least
 +0.10 (14 tasks) with the exact sign test at p < 0.05. Each kept variant (five seeds of one
-code and setting, ``<variant>-seed<S>/eval_outcomes.json``) gives five per-seed gains. This
+code and setting, ``<variant>-seed<S>/eval_outcomes.json``, any seeds kept) gives its per-seed gains. This
 prints every run (tasks solved after SFT and after RL, gained / lost, p), then per variant the
 mean and spread of the gain, and over all variants:
 
@@ -101,11 +101,11 @@ def main(argv: list[str] | None = None) -> dict:
     runs, per_variant = [], {}
     print("| variant | seed | solved after SFT | after RL | gained / lost | p | target met |")
     print("|---|---:|---:|---:|---:|---:|---|")
+    kept = [(m.group(1), int(m.group(2)), folder) for folder in root.iterdir()
+            if (m := re.fullmatch(r"(.+?)(\d+)", folder.name)) and m.group(1) in VARIANTS
+            and (folder / "eval_outcomes.json").exists()]
     for prefix in VARIANTS:
-        for seed in range(5):
-            folder = root / f"{prefix}{seed}"
-            if not (folder / "eval_outcomes.json").exists():
-                continue
+        for _, seed, folder in sorted(k for k in kept if k[0] == prefix):
             tasks, sft, rl, gained, lost = run_outcomes(folder)
             p = sign_test(gained, lost)
             met = gained - lost >= math.ceil(0.10 * tasks) and p < 0.05

@@ -562,6 +562,9 @@ def test_two_processes_average_gradients(tmp_path):
     rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
     assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
     assert rows[-1]["policy/grad_norm"] > 0
+    # the update's metrics and saved rollouts cover both processes' episodes (2 x 2 tasks x 2 rollouts)
+    assert rows[-1]["episodes"] == rows[-1]["train/episodes"] == 8 and rows[-1]["train/groups"] == 4
+    assert len((Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl").read_text().splitlines()) == 8
     assert (Path(cfg.run_dir) / "checkpoints" / "update_0001" / "weights.pt").exists()
 
 

@@ -41,7 +41,7 @@ from turngym.core.runs import read_metrics, summary_row
 from turngym.trainers import checkpoint as ckpt
 from turngym.trainers.async_rollouts import seed_for
 from turngym.trainers.config import TrainConfig, dump_yaml
-from turngym.trainers.distributed import barrier, gather, init_distributed, share, world
+from turngym.trainers.distributed import barrier, gather, init_distributed, share, total, world
 from turngym.trainers.metrics import MetricsWriter, plot_curves
 from turngym.trainers.rollout import attach_tokens, collect
 from turngym.trainers.samples import Sample, compute_advantages, estimate_advantages, write_advantages
@@ -265,26 +265,32 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
     if tr.cfg.generation.server_sync == "vllm_lora":
         sync_server(tr)
     t3 = time.perf_counter()
+    # with several processes each played its share of the update's groups: the metrics, the
+    # counters and the saved rollouts cover all of them (gathered on rank 0, which writes; the
+    # other processes' rows are not written). The losses stay rank 0's own minibatches'.
+    played = gather(trajectories)  # every process must call it
+    if rank != 0:
+        played = trajectories
     if cfg.save_rollouts and rank == 0:
-        write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", trajectories, append=False)
-    steps = sum(t.length for t in trajectories)
+        write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", played, append=False)
+    steps = int(total(sum(t.length for t in trajectories)))
     tr.state.env_steps += steps
-    tr.state.episodes += len(trajectories)
-    entropies = [e for t in trajectories for s in t.steps for e in s.entropies]
-    tokens = sum(len(s.completion_ids) for s in samples)
-    signal = learning_signal(trajectories)
+    tr.state.episodes += int(total(len(trajectories)))
+    entropies = [e for t in played for s in t.steps for e in s.entropies]
+    tokens = int(total(sum(len(s.completion_ids) for s in samples)))
+    signal = learning_signal(played)
     if signal["advantage/nonzero_turns"] == 0:
         # every group had identical outcomes: the update cannot change the policy
-        tr.log(f"warning: update {update} had no learning signal (all {signal['train/groups']} groups had "
-               "identical returns, every advantage is 0)")
+        tr.log(f"warning: update {update} had no learning signal (every one of its {signal['train/groups']} "
+               "groups had identical returns, every advantage is 0)")
     return {"update": update, "env_steps": tr.state.env_steps, "episodes": tr.state.episodes,
-            **summary_row(trajectories, "train"), **losses, **signal,
+            **summary_row(played, "train"), **losses, **signal,
             "warning/no_signal": int(signal["advantage/nonzero_turns"] == 0),
             "policy/entropy": float(np.mean(entropies)) if entropies else None,
             "policy/completion_tokens": tokens, "policy/lr": lr,
             **({"policy/retokenized_steps": retokenized} if retokenized else {}),
-            **({"processes": size} if size > 1 else {}),  # train/ figures are rank 0's share
-            "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in trajectories for s in t.steps]))
+            **({"processes": size} if size > 1 else {}),
+            "advantage/mean_abs": float(np.mean([abs(s.advantage or 0.0) for t in played for s in t.steps]))
             if steps else None,
             "time/rollout": rollout_seconds, "time/advantages": t2 - t1, "time/update": t3 - t2,
             "time/update_tokens_per_s": tokens / (t3 - t2) if losses.get("loss/policy") is not None else None,
