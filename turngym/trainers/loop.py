@@ -266,16 +266,17 @@ def learn(tr: Trainer, optimizer: Optimizer, trajectories: list[Trajectory], upd
         sync_server(tr)
     t3 = time.perf_counter()
     # with several processes each played its share of the update's groups: the metrics, the
-    # counters and the saved rollouts cover all of them (gathered on rank 0, which writes; the
-    # other processes' rows are not written). The losses stay rank 0's own minibatches'.
+    # counters and the saved rollouts cover all of them (gathered on rank 0, which writes and
+    # checkpoints; the other processes' rows and counters are their own and never written). The
+    # losses stay rank 0's own minibatches'.
     played = gather(trajectories)  # every process must call it
     if rank != 0:
         played = trajectories
     if cfg.save_rollouts and rank == 0:
         write_jsonl(Path(cfg.run_dir) / "rollouts" / f"update_{update:04d}.jsonl", played, append=False)
-    steps = int(total(sum(t.length for t in trajectories)))
+    steps = sum(t.length for t in played)
     tr.state.env_steps += steps
-    tr.state.episodes += int(total(len(trajectories)))
+    tr.state.episodes += len(played)
     entropies = [e for t in played for s in t.steps for e in s.entropies]
     tokens = int(total(sum(len(s.completion_ids) for s in samples)))
     signal = learning_signal(played)
