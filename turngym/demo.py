@@ -49,7 +49,8 @@ def demo_overrides(args) -> list[str]:
       chosen on the tuning split (valid_seen, 140 tasks) from the seed-0 SFT checkpoint with
       ``benchmarks/demo_tuning.py``: 0.286 -> 0.429 there (+29/-9 episodes, p = 0.002); 1e-3
       collapsed into "go to" loops (no success in 9 updates); the earlier 1e-4 x 10 moved
-      nothing on the test split (+6/-8);
+      nothing on the test split (+6/-8); 5e-4, and GiGPO's discount 0.8 instead of 0.95, each
+      gained less than these defaults from the same checkpoints at SFT seeds 0 and 1 (2026-12-02);
     - a KL to the policy after SFT, weight 0.1: at lr 3e-4 without it, RL collapsed at one SFT
       seed of three on valid_seen (seed 3: 0.364 -> 0.086; on the test split 0.381 -> 0.127), its
       greedy replies dropping the objects' numbers; with it, valid_seen went 0.364 -> 0.343 at
