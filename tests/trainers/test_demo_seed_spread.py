@@ -63,7 +63,9 @@ def test_committed_demo_runs():
     assert st0["met"] and not runs["st-seed", 1]["met"]
     # seeds 5 and 6 of today's demo (2026-12-02) met it too
     assert runs["st-seed", 5]["met"] and runs["st-seed", 6]["met"]
-    assert sum(r["met"] for r in out["runs"]) == 9 and len(out["runs"]) == 27
+    # seed 7 (2026-12-02) lost ground: 0.366 -> 0.321
+    assert not runs["st-seed", 7]["met"]
+    assert sum(r["met"] for r in out["runs"]) == 9 and len(out["runs"]) == 28
 
 
 def test_first_moves_reads_where_the_object_lies(tmp_path):
