@@ -90,7 +90,7 @@ def first_moves(episodes_file: Path) -> dict[tuple[bool, bool], int]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from turngym.demo import TARGET_GAIN, sign_test
+    from turngym.demo import TARGET_GAIN, sign_test, target_met
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "demo"))
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
         for _, seed, folder in sorted(k for k in kept if k[0] == prefix):
             tasks, sft, rl, gained, lost = run_outcomes(folder)
             p = sign_test(gained, lost)
-            met = (gained - lost) / tasks >= TARGET_GAIN and p < 0.05  # the demo's verdict
+            met = target_met(gained, lost, tasks)
             runs.append({"variant": prefix, "seed": seed, "tasks": tasks, "sft": sft, "rl": rl,
                          "gained": gained, "lost": lost, "p": p, "met": met})
             per_variant.setdefault(prefix, []).append(rl - sft)

@@ -288,6 +288,11 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def target_met(gained: int, lost: int, paired: int) -> bool:
+    """The demo's target: RL beats SFT by ``TARGET_GAIN`` over ``paired`` episodes, paired exact p < 0.05."""
+    return (gained - lost) / paired >= TARGET_GAIN and sign_test(gained, lost) < 0.05
+
+
 def verdict(after_sft: dict, after_rl: dict, pair: tuple[int, int, int] | None) -> str:
     """Plain sentences: did RL beat SFT by the demo's target (+0.10, paired exact p < 0.05)?"""
     a, b = after_sft.get("success_rate"), after_rl.get("success_rate")
@@ -299,7 +304,8 @@ def verdict(after_sft: dict, after_rl: dict, pair: tuple[int, int, int] | None) 
     lines = [f"Task by task (the same {paired} episodes): RL solved {gained} that SFT failed and failed {lost} "
              f"that SFT solved: {a:.2f} -> {b:.2f}, {change:+.2f} (exact sign test on the {gained + lost} changed "
              f"episodes: p = {p:.3g})."]
-    if change >= TARGET_GAIN and p < 0.05:
+    met = target_met(gained, lost, paired)
+    if met:
         lines.append(f"RL beat SFT by at least {TARGET_GAIN:+.2f}, beyond noise (p < 0.05): the demo's target is met.")
     elif change > 0 and p < 0.05:
         lines.append(f"RL beat SFT beyond noise (p < 0.05), but by less than the demo's target of {TARGET_GAIN:+.2f}.")
@@ -313,7 +319,7 @@ def verdict(after_sft: dict, after_rl: dict, pair: tuple[int, int, int] | None) 
         lines.append("RL did not improve on SFT in this run: this seed falls short of the demo's target "
                      f"({TARGET_GAIN:+.2f} at p < 0.05).")
     changed = (gained + lost) / paired
-    if not (change >= TARGET_GAIN and p < 0.05) and changed >= TARGET_GAIN:
+    if not met and changed >= TARGET_GAIN:
         # how decisive a miss is: one run of this size misses a real gain of the target's size often
         lines.append(f"(With {changed:.0%} of the episodes changing outcome, RL that truly gains {TARGET_GAIN:+.2f} "
                      f"passes this test in {sign_test_power(paired, changed, TARGET_GAIN):.0%} of runs.)")
