@@ -147,7 +147,9 @@ def _add_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-size", type=positive_int, default=1, help="rollouts per task")
     p.add_argument("--out", help="write trajectories to this JSONL file")
     p.add_argument("--num-envs", type=positive_int, default=4)
-    p.add_argument("--backend", default="thread", choices=BACKENDS, help=" | ".join(BACKENDS))
+    p.add_argument("--backend", default="thread", choices=BACKENDS,
+                   help=" | ".join(BACKENDS) + " (inline: the same batches every run, so a greedy evaluation repeats "
+                        "bit for bit; with the others a batch holds whichever envs answered first)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-turns", type=positive_int, default=200,
                    help="turns per episode at most (default 200; the env's own limit applies too)")

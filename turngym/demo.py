@@ -227,9 +227,9 @@ def run(args) -> int:
     print(f"report: {cfg.run_dir}/report.html   (browse the episodes: turngym view {cfg.run_dir})")
     env_kwargs = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in cfg.env.kwargs.items())
     print(f"trained policy: {cfg.run_dir}/model   (its held-out evaluation again: turngym eval {cfg.env.id} "
-          f"--policy hf:{cfg.run_dir}/model --split {cfg.env.eval_split} --max-turns {cfg.env.max_turns} "
+          f"--policy hf:{cfg.run_dir}/model --split {cfg.env.eval_split} --episodes {n} --max-turns {cfg.env.max_turns} "
           f"--env-kwargs {env_kwargs} --model-kwargs temperature=0,batch_size={cfg.env.num_envs} "
-          f"--num-envs {cfg.env.num_envs})")
+          f"--num-envs {cfg.env.num_envs} --backend inline)")
     return 0
 
 

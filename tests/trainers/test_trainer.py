@@ -540,6 +540,36 @@ def test_demo_without_rl_updates_says_so(tmp_path, capsys):
     assert "zero-shot" not in out and not (tmp_path / "demo" / "eval" / "zero_shot.jsonl").exists()
 
 
+def test_the_printed_evaluation_command_replays_the_demos_last_evaluation(tmp_path, capsys):
+    """The `turngym eval` command the demo prints for its trained policy plays the demo's last
+    evaluation again, action for action (one process: the same batches; docs/training.md)."""
+    import argparse
+    import shlex
+
+    from turngym import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    run_dir = tmp_path / "demo"
+    args = parser.parse_args(["--model", "tiny", "--run-dir", str(run_dir), "--updates", "2", "--sft-episodes", "2",
+                              "--eval-episodes", "4", "--max-turns", "2", "--group-size", "2", "--no-progress",
+                              "--processes", "1"])
+    assert demo.run(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("trained policy:"))
+    command = shlex.split(line.split("again: ", 1)[1].rstrip(")"))
+    assert command[:2] == ["turngym", "eval"] and "--backend" in command
+    out = tmp_path / "again.jsonl"
+    done = subprocess.run([sys.executable, "-m", "turngym", *command[1:], "--out", str(out)], cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    played = {t.task_id: t for t in read_jsonl(run_dir / "eval" / "update_0002.jsonl")}
+    again = read_jsonl(out)
+    assert sorted(t.task_id for t in again) == sorted(played)
+    for t in again:
+        assert [s.action for s in t.steps] == [s.action for s in played[t.task_id].steps]
+        assert t.success == played[t.task_id].success
+
+
 def torchrun_train(tmp_path, cfg, processes: int = 2) -> str:
     config_file = tmp_path / f"{Path(cfg.run_dir).name}-{cfg.rl.updates}.yaml"
     config_file.write_text(json.dumps(cfg.to_dict()))
