@@ -65,7 +65,9 @@ def test_committed_demo_runs():
     assert runs["st-seed", 5]["met"] and runs["st-seed", 6]["met"]
     # seed 7 (2026-12-02) lost ground: 0.366 -> 0.321
     assert not runs["st-seed", 7]["met"]
-    assert sum(r["met"] for r in out["runs"]) == 9 and len(out["runs"]) == 28
+    # seed 8 (2026-12-02) met it: 0.396 -> 0.500, +25 / -11
+    assert runs["st-seed", 8]["met"] and (runs["st-seed", 8]["gained"], runs["st-seed", 8]["lost"]) == (25, 11)
+    assert sum(r["met"] for r in out["runs"]) == 10 and len(out["runs"]) == 29
 
 
 def test_first_moves_reads_where_the_object_lies(tmp_path):
