@@ -113,12 +113,10 @@ def same_samples(args, overrides: list[str]) -> dict:
     same weights, alternating, ``--update-trials`` times each. The paths above sample their own
     episodes after update 1, and an update's time varies with its turns more than between the
     paths, so this is the figure that isolates what the kept states save."""
-    import copy
-
-    from turngym.trainers import update as update_module
+    from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.rollout import collect
     from turngym.trainers.samples import compute_advantages
-    from turngym.trainers.setup import make_optimizer, next_tasks
+    from turngym.trainers.setup import next_tasks
 
     tr, _, pool, train_ids = from_sft(args, overrides)
     cfg = tr.cfg
@@ -128,24 +126,36 @@ def same_samples(args, overrides: list[str]) -> dict:
                            max_turns=cfg.env.max_turns)
     pool.close()
     samples = compute_advantages(tr, trajectories)
-    start = {n: p.detach().clone() for n, p in tr.model.named_parameters() if p.requires_grad}
+    start = ckpt.trainable_state(tr.model)
     out = {"turns": len(samples), "replay": [], "today": []}
     for _ in range(args.update_trials):
         for name in ("replay", "today"):
-            with torch.no_grad():  # the update from the same weights and a fresh optimizer each time
-                for n, p in tr.model.named_parameters():
-                    if n in start:
-                        p.copy_(start[n])
-            batch = [copy.copy(s) for s in samples]
-            for s in batch:
-                s.ref_logprobs = []
-                if name == "replay":
-                    s.states = None
-            t0 = time.perf_counter()
-            update_module.rl_update(tr, make_optimizer(tr, cfg.rl.lr, cfg.rl.weight_decay), batch)
-            out[name].append(time.perf_counter() - t0)
+            out[name].append(timed_update(tr, samples, start, keep_states=name == "today")[0])
             print(f"  same samples, {name}: update {out[name][-1]:.2f} s", flush=True)
     return out
+
+
+def timed_update(tr, samples, start: dict, keep_states: bool = True) -> tuple[float, dict]:
+    """(seconds, metrics) of one RL update of copies of ``samples`` from the trainable weights
+    ``start`` with a fresh optimizer, so that repeated updates compare like with like; without
+    ``keep_states`` the update recomputes the frozen bottom layers instead of reading the rollout's."""
+    import copy
+
+    from turngym.trainers import update as update_module
+    from turngym.trainers.setup import make_optimizer
+
+    with torch.no_grad():
+        for n, p in tr.model.named_parameters():
+            if n in start:
+                p.copy_(start[n])
+    batch = [copy.copy(s) for s in samples]
+    for s in batch:
+        s.ref_logprobs = []
+        if not keep_states:
+            s.states = None
+    t0 = time.perf_counter()
+    metrics = update_module.rl_update(tr, make_optimizer(tr, tr.cfg.rl.lr, tr.cfg.rl.weight_decay), batch)
+    return time.perf_counter() - t0, metrics
 
 
 def run_path(name: str, args, overrides: list[str]) -> dict:

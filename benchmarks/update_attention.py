@@ -18,7 +18,6 @@ for both.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
@@ -60,26 +59,6 @@ def math_attention(fallback):
     return attention
 
 
-def one_update(tr, samples, start: dict, math: bool) -> tuple[float, dict]:
-    """One RL update of ``samples`` from the weights ``start`` with a fresh optimizer: (seconds, metrics)."""
-    import torch
-
-    from turngym.trainers import update as update_module
-    from turngym.trainers.setup import make_optimizer
-
-    USE_MATH["on"] = math
-    with torch.no_grad():
-        for n, q in tr.model.named_parameters():
-            if n in start:
-                q.copy_(start[n])
-    batch = [copy.copy(s) for s in samples]
-    for s in batch:
-        s.ref_logprobs = []
-    t0 = time.perf_counter()
-    metrics = update_module.rl_update(tr, make_optimizer(tr, tr.cfg.rl.lr, tr.cfg.rl.weight_decay), batch)
-    return time.perf_counter() - t0, metrics
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sft", required=True, help="the demo's SFT run folder (see rl_episode_cost.py)")
@@ -96,6 +75,7 @@ def main() -> None:
 
     from turngym import demo
     from turngym.agents.engine import attention, private
+    from turngym.trainers import checkpoint as ckpt
     from turngym.trainers.rollout import collect
     from turngym.trainers.samples import compute_advantages
     from turngym.trainers.setup import next_tasks
@@ -117,13 +97,14 @@ def main() -> None:
         trajectories = collect(pool, tr.policy, tasks, group_size=cfg.rl.group_size, seed=cfg.seed + 1000 + update,
                                max_turns=cfg.env.max_turns)
         samples = compute_advantages(tr, trajectories)
-        start = {n: q.detach().clone() for n, q in tr.model.named_parameters() if q.requires_grad}
+        start = ckpt.trainable_state(tr.model)
 
-        one_update(tr, samples, start, False)  # warm-up
+        rl_episode_cost.timed_update(tr, samples, start)  # warm-up
         row = {"update": update, "turns": len(samples), "sdpa_s": [], "math_s": []}
         for _ in range(args.trials):
             for name in ("sdpa", "math"):
-                seconds, metrics = one_update(tr, samples, start, name == "math")
+                USE_MATH["on"] = name == "math"
+                seconds, metrics = rl_episode_cost.timed_update(tr, samples, start)
                 row[f"{name}_s"].append(round(seconds, 2))
                 row[f"{name}_metrics"] = {k: round(v, 5) for k, v in metrics.items()}
         USE_MATH["on"] = False  # the next rollout as today (it runs without grad either way)
