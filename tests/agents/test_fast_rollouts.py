@@ -143,6 +143,41 @@ def test_prefix_cache_lookup_and_bounds():
     assert len(cache) == 1 and cache.lookup([1, 2])[0] == 0
 
 
+def test_prefix_cache_reserve_holds_a_call_bigger_than_the_limit():
+    def kv(n):
+        return [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]
+
+    cache = PrefixCache(max_tokens=10)
+    cache.reserve(18)
+    cache.store([1, 2, 3, 4, 5, 6], kv(6))
+    cache.store([7, 8, 9, 10, 11, 12], kv(6))  # 12 tokens > the limit, within the reserve
+    assert len(cache) == 2
+    cache.reserve(4)  # a smaller call: back to the limit
+    cache.store([13, 14, 15], kv(3))
+    assert len(cache) == 2 and cache.lookup([1, 2])[0] == 0
+    off = PrefixCache(max_tokens=0)
+    off.reserve(100)
+    off.store([1, 2], kv(2))
+    assert len(off) == 0  # a disabled cache stays off
+
+
+@pytest.mark.model
+def test_every_row_finds_its_previous_turn_when_the_batch_outgrows_the_limit(small64):
+    """Six episodes whose prompts together hold more tokens than the cache's limit: each row's
+    second turn still starts from its first turn's keys (least-recently-used eviction would have
+    dropped the first rows stored before the batch came back), and the tokens do not change."""
+    model, tokenizer = small64
+    limited = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=4, kv_cache_tokens=64)
+    first = [list(range(10 + i, 50 + i)) for i in range(6)]  # 40 tokens each, 240 together
+    replies = limited.generate(first)
+    reused = limited.kv_cache.reused_tokens
+    second = [p + r.completion_ids + [7, 8, 9] for p, r in zip(first, replies)]
+    again = limited.generate(second)
+    assert limited.kv_cache.reused_tokens - reused >= sum(len(p) for p in first)
+    unlimited = HFPolicy(model, tokenizer, temperature=0, max_new_tokens=4, kv_cache=False)
+    assert [g.completion_ids for g in again] == [g.completion_ids for g in unlimited.generate(second)]
+
+
 @pytest.mark.model
 def test_turn_progress_counts_turns_and_tokens(small64):
     model, tokenizer = small64

@@ -92,7 +92,8 @@ class HFPolicy:
             since the longest cached prefix (the episode's previous turn, a group sibling, the
             shared system prompt); False re-encodes every prompt (the naive path).
         kv_cache_tokens: most tokens the key/value cache holds (about 46 kB each for SmolLM2-135M
-            in float32, so 1.5 GB at the default); least recently used sequences go first.
+            in float32, so 1.5 GB at the default), or one call's prompts and replies if they hold
+            more (so every row finds its previous turn); least recently used sequences go first.
         stop_at_action: in ``act``, stop a reply where its action ends (the first non-empty line
             for ``plain``, ``</action>`` for ``tags``, ``</tool_call>`` with tools) instead of
             running to ``max_new_tokens``; the env reads only that part anyway.
@@ -194,6 +195,8 @@ class HFPolicy:
         if version != self._weights_seen or self._cache_keeps != self.keep_states:
             self.kv_cache.clear()  # cached keys belong to the weights (and states to the layer) that made them
             self._weights_seen, self._cache_keeps = version, self.keep_states
+        # every row's next turn starts from this turn's keys: keep them all, even past the limit
+        self.kv_cache.reserve(sum(len(p) for p in prompts) + len(prompts) * options.max_new_tokens)
         out: list[Generation] = []
         start = time.perf_counter()
         was_training = self.model.training
