@@ -1,6 +1,9 @@
 """TRL side of train_throughput.py (runs in .bench-venvs/trl): GRPOTrainer steps on CPU.
 
-python _trl_grpo_step.py MODEL_DIR STEPS PROMPT_A PROMPT_B ...   -> one JSON line
+python _trl_grpo_step.py MODEL_DIR GRPO_OPTIONS_JSON PROMPT_A PROMPT_B ...   -> one JSON line
+
+GRPO_OPTIONS_JSON: GRPOConfig's keyword arguments, made by the caller with
+turngym.integrations.trl.cpu_grpo_options (turngym is not installed in this venv).
 """
 
 from __future__ import annotations
@@ -31,29 +34,14 @@ class StepTimer(TrainerCallback):
 
 
 def main() -> None:
-    model_dir, steps, prompts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    model_dir, options, prompts = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+    steps = options["max_steps"]
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in prompts] * (steps + 1))
-    config = GRPOConfig(
-        output_dir="/tmp/turngym-trl-bench",
-        use_cpu=True,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=32,
-        temperature=1.0,
-        learning_rate=1e-6,
-        beta=0.0,
-        max_steps=steps,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        seed=0,
-        disable_tqdm=True,
-    )
+    config = GRPOConfig(**options)
     timer = StepTimer()
     trainer = GRPOTrainer(
         model=model,

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# the kept five-seed variants, oldest first (docs/benchmarks.md, "make demo")
+# the kept five-seed variants, oldest first (docs/benchmarks-log.md, "`make demo`: phases, float32 and the earlier variants")
 VARIANTS = {
     "seed": "16 GiGPO updates, no KL, one process (2026-11-27/28)",
     "kl0.1-seed": "KL 0.1, one process, one thread (520f79f)",

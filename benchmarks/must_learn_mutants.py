@@ -34,7 +34,7 @@ sys.path[:0] = [str(TESTS), str(TESTS / "trainers")]  # the helpers, and the tes
 import test_losses  # noqa: E402
 import test_must_learn as must  # noqa: E402
 
-from turngym.trainers import loop, losses, samples, update  # noqa: E402
+from turngym.trainers import learn, losses, samples, update  # noqa: E402
 
 
 def shifted_mask(mp):
@@ -67,7 +67,7 @@ def next_turns_advantage(mp):
 
 
 def logprobs_one_token_off(mp):
-    real = loop.collect
+    real = learn.collect
 
     def collect(*args, **kwargs):
         trajectories = real(*args, **kwargs)
@@ -76,7 +76,7 @@ def logprobs_one_token_off(mp):
                 s.logprobs = s.logprobs[1:] + s.logprobs[:1]
         return trajectories
 
-    mp.setattr(loop, "collect", collect)
+    mp.setattr(learn, "collect", collect)
 
 
 def inverted_clip(mp):

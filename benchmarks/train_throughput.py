@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _refenv import reference_python, run_json  # noqa: E402
 
+from turngym.integrations.trl import cpu_grpo_options  # noqa: E402
+
 PROMPTS = ["Name three things you can find in a kitchen.", "Write one sentence about the sea."]
 
 
@@ -122,7 +124,16 @@ def main() -> None:
     python = reference_python("trl", ["trl==1.16.0"], torch=True)
     mine_raw = ours(path, args.steps)
     script = str(Path(__file__).resolve().parent / "_trl_grpo_step.py")
-    theirs_raw = run_json(python, script, str(path), str(args.steps), *PROMPTS, timeout=3600)
+    options = cpu_grpo_options(
+        "/tmp/turngym-trl-bench",
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=32,
+        temperature=1.0,
+        learning_rate=1e-6,
+        max_steps=args.steps,
+    )
+    theirs_raw = run_json(python, script, str(path), json.dumps(options), *PROMPTS, timeout=3600)
     mine, theirs = summary(mine_raw), summary(theirs_raw)
     print(f"{'system':10s} {'s/step':>8s} {'tokens/step':>12s} {'tokens/s':>9s}")
     for name, row in (("turngym", mine), ("TRL", theirs)):

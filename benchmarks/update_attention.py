@@ -99,7 +99,7 @@ def main() -> None:
     rows = []
     for update in range(1, args.updates + 1):
         tr.state.update = update
-        tr.policy.reset_history()  # the weights changed: cached keys belong to the old ones (as loop.one_update)
+        tr.policy.reset_history()  # the weights changed: cached keys belong to the old ones (as learn.one_update)
         tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update)
         trajectories = collect(
             pool,

@@ -25,7 +25,7 @@ from turngym.agents.engine.scoring import score_completions
 from turngym.agents.hf import HFPolicy
 from turngym.agents.models import load_model
 from turngym.agents.prompts import PromptConfig
-from turngym.integrations.trl import GRPORollout, TurnGRPOTrainer, env_reward_func
+from turngym.integrations.trl import GRPORollout, TurnGRPOTrainer, cpu_grpo_options, env_reward_func
 from turngym.trainers.losses import sft_loss
 from turngym.trainers.rollout import sft_examples
 
@@ -64,22 +64,16 @@ def grpo_step(model, tokenizer, output_dir: str):
     """One TurnGRPOTrainer step on one group of GROUP episodes of TASK; returns (trainer, rollout)."""
     rollout = GRPORollout(ENV, num_envs=4, max_turns=MAX_TURNS, max_new_tokens=MAX_NEW_TOKENS)
     config = GRPOConfig(
-        output_dir=output_dir,
-        use_cpu=True,
-        per_device_train_batch_size=GROUP,
-        num_generations=GROUP,
-        max_completion_length=1024,
-        mask_truncated_completions=True,
-        temperature=TEMPERATURE,
-        learning_rate=1e-5,
-        beta=0.0,
-        max_steps=1,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        seed=0,
-        disable_tqdm=True,
+        **cpu_grpo_options(
+            output_dir,
+            per_device_train_batch_size=GROUP,
+            num_generations=GROUP,
+            max_completion_length=1024,
+            mask_truncated_completions=True,
+            temperature=TEMPERATURE,
+            learning_rate=1e-5,
+            max_steps=1,
+        )
     )
     trainer = TurnGRPOTrainer(
         model=model,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tests.junk_actions import JUNK
-from turngym.core.env import state_key
+from turngym.core.keys import state_key
 
 #: junk small enough to send hundreds of times a test
 SMALL_JUNK = [v for v in JUNK.values() if len(v) <= 2_000]

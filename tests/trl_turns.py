@@ -72,24 +72,16 @@ def spy_class():
 def train(model, tokenizer, output_dir: str, estimator: str, rollout_args: dict, **config):
     from trl import GRPOConfig
 
-    from turngym.integrations.trl import GRPORollout, env_reward_func, task_dataset
+    from turngym.integrations.trl import GRPORollout, cpu_grpo_options, env_reward_func, task_dataset
 
-    options = dict(
-        output_dir=output_dir,
-        use_cpu=True,
+    options = cpu_grpo_options(
+        output_dir,
         per_device_train_batch_size=4,
         num_generations=2,
         max_completion_length=200,
         temperature=1.0,
         learning_rate=1e-3,
-        beta=0.0,
         max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        seed=0,
-        disable_tqdm=True,
         mask_truncated_completions=True,
     )
     rollout = GRPORollout(ENV, **{"num_envs": 4, "max_turns": 3, "max_new_tokens": 8, "seed": 1, **rollout_args})

@@ -151,6 +151,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="reward subtracted for a command the env rejects (default: 0.1)",
     )
     p.add_argument("--sft-episodes", type=int, default=32, help="expert episodes to imitate (default: 32)")
+    _add_evaluation_arguments(p)
+    _add_machine_arguments(p)
+
+
+def _add_evaluation_arguments(p: argparse.ArgumentParser) -> None:
+    """Which held-out split, how many episodes, how often."""
     p.add_argument(
         "--eval-split",
         default="test",
@@ -180,6 +186,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="evaluate every N updates (default: 0, a quarter of --updates: 4 points during RL)",
     )
     p.add_argument("--zero-shot", action="store_true", help="also evaluate the model before SFT")
+
+
+def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
+    """The turn limit and seed, how the run uses the machine (batches, threads, processes), what it
+    prints, and any other config field."""
     p.add_argument(
         "--num-envs",
         type=int,

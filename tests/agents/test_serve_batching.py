@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from turngym.agents.serve import GATHER_GAP_S, _Batcher  # noqa: E402
+from turngym.agents.serve_batcher import GATHER_GAP_S, Batcher  # noqa: E402
 
 
 class Recorder:
@@ -27,7 +27,7 @@ class Recorder:
 
 @pytest.fixture
 def batcher():
-    b = _Batcher(Recorder(), max_rows=8)
+    b = Batcher(Recorder(), max_rows=8)
     yield b
     b.close()
 

@@ -13,7 +13,7 @@ from helpers import need_marks
 from junk_actions import BROWSER_SAMPLE, JUNK, NON_STRINGS
 
 import turngym
-from turngym.core.env import state_key
+from turngym.core.keys import state_key
 
 BROWSER_SAMPLED = [
     "turngym/miniwob.click-test-v0",

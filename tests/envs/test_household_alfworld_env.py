@@ -63,7 +63,7 @@ def engine() -> Path:
 @pytest.mark.slow
 def test_alfworld_env_plays_exported_games(tmp_path, engine):
     from turngym.envs.household import alfworld_files, generator
-    from turngym.envs.household.engine import HEADER
+    from turngym.envs.household.wording import HEADER
 
     games = []
     for task in generator.task_ids("room", "valid_unseen")[:3]:

@@ -15,11 +15,12 @@ from policy_models import one_torch_thread, tiny  # noqa: E402
 
 from turngym.integrations.trl import (  # noqa: E402
     GRPORollout,
+    cpu_grpo_options,
     env_reward_func,
-    environment_class,
     flatten_episode,
     task_dataset,
 )
+from turngym.integrations.trl_tools import environment_class  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 COUNTER = "turngym-tests/Counter-v0"
@@ -28,22 +29,14 @@ COUNTER = "turngym-tests/Counter-v0"
 def _config(tmp_path, **overrides):
     from trl import GRPOConfig
 
-    options = dict(
-        output_dir=str(tmp_path),
-        use_cpu=True,
+    options = cpu_grpo_options(
+        str(tmp_path),
         per_device_train_batch_size=4,
         num_generations=2,
         max_completion_length=160,
         temperature=1.0,
         learning_rate=1e-4,
-        beta=0.0,
         max_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        seed=0,
-        disable_tqdm=True,
     )
     return GRPOConfig(**{**options, **overrides})
 

@@ -18,9 +18,8 @@ import pytest
 
 from turngym import sandbox
 from turngym.sandbox.docker_backend import docker_unavailable_reason
-from turngym.sandbox.native import is_root
 from turngym.sandbox.seccomp import user_namespace_filter
-from turngym.sandbox.spawn import processes_of_uid
+from turngym.sandbox.spawn import is_root, processes_of_uid
 
 pytestmark = pytest.mark.sandbox
 

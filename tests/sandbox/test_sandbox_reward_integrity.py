@@ -30,7 +30,7 @@ import turngym
 from turngym import sandbox
 from turngym.sandbox import worker as worker_module
 from turngym.sandbox.common import Limits, read_tar
-from turngym.sandbox.native import is_root
+from turngym.sandbox.spawn import is_root
 
 from .test_sandbox_containment import LIMITS, _backend_params
 

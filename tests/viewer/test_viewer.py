@@ -24,7 +24,8 @@ from viewer_fixtures import make_run_dir, rollout
 from turngym.cli import main as cli_main
 from turngym.core.records import read_jsonl, write_jsonl
 from turngym.viewer import data, write_report
-from turngym.viewer.report import latest_files, nice_ticks
+from turngym.viewer.curves import nice_ticks
+from turngym.viewer.data import latest_files
 from turngym.viewer.server import make_server
 
 ROOT = Path(__file__).resolve().parents[2]

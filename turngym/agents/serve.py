@@ -22,114 +22,15 @@ float32 trainer's to the last digits.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the handlers' annotations at run time.
-import queue
 import threading
 import time
 import uuid
 from concurrent.futures import Future
 from typing import Any
 
+from turngym.agents.serve_batcher import Batcher
 from turngym.core.http_guard import Guard, header_timeout_protocol, is_loopback_name, same_secret
 from turngym.tools.parsers import split_tool_calls
-
-#: a batch keeps gathering while each request arrives within this many seconds of the last
-#: (requests a client sends at once reach the server 10-30 ms apart on a busy 2-core machine)
-GATHER_GAP_S = 0.05
-#: ... and never for longer than this, counted from its first request
-GATHER_MAX_S = 0.5
-
-
-class _Batcher:
-    """The one loop that runs generation (``run``); requests with equal options share a batch.
-    It runs on a thread of its own, or, with ``thread=False``, wherever ``run`` is called.
-
-    ``preparing`` counts requests that arrived but are not submitted yet (body read, chat
-    template, tokenizer): a batch waits for them too, since they are already on their way."""
-
-    def __init__(
-        self,
-        policy,
-        max_rows: int,
-        gap_s: float = GATHER_GAP_S,
-        max_wait_s: float = GATHER_MAX_S,
-        thread: bool = True,
-    ):
-        self.policy, self.max_rows, self.gap_s, self.max_wait_s = policy, max_rows, gap_s, max_wait_s
-        self.queue: queue.Queue = queue.Queue()
-        self.preparing = 0  # changed only on the event loop's thread; read here
-        if thread:
-            threading.Thread(target=self.run, name="serve-policy-generate", daemon=True).start()
-
-    def arrived(self, request) -> None:
-        """A request that will be submitted has arrived (paired with ``prepared``)."""
-        request.state.preparing = True
-        self.preparing += 1
-
-    def prepared(self, request) -> None:
-        """The request was submitted, or answered without generating; idempotent."""
-        if getattr(request.state, "preparing", False):
-            request.state.preparing = False
-            self.preparing -= 1
-
-    def submit(self, prompts: list[list[int]], options: dict[str, Any]) -> Future:
-        future: Future = Future()
-        self.queue.put((prompts, options, future))
-        return future
-
-    def close(self) -> None:
-        self.queue.put(None)
-
-    def run(self) -> None:
-        import torch
-
-        held: list = []  # requests taken from the queue whose options differed from the batch's
-        while True:
-            first = held.pop(0) if held else self.queue.get()
-            if first is None:
-                return
-            batch, rows = [first], len(first[0])
-            last = time.monotonic()
-            give_up = last + self.max_wait_s
-            while rows < self.max_rows:
-                now = time.monotonic()
-                if now >= give_up:
-                    break
-                if self.preparing > 0:  # one is on its way: look again soon
-                    timeout = min(0.01, give_up - now)
-                elif now - last >= self.gap_s:
-                    break
-                else:
-                    timeout = min(last + self.gap_s, give_up) - now
-                try:
-                    item = self.queue.get(timeout=timeout)
-                except queue.Empty:
-                    continue
-                last = time.monotonic()
-                if item is None:
-                    held.append(None)
-                    break
-                if item[1] == first[1] and rows + len(item[0]) <= self.max_rows:
-                    batch.append(item)
-                    rows += len(item[0])
-                else:
-                    held.append(item)
-            batch = [item for item in batch if item[2].set_running_or_notify_cancel()]  # callers gone
-            if not batch:
-                continue
-            options = dict(first[1])
-            seed = options.pop("seed", None)
-            try:
-                if seed is not None:
-                    torch.manual_seed(seed)
-                generations = self.policy.generate([p for item in batch for p in item[0]], **options)
-            except Exception as e:  # answer every waiting request, keep serving
-                for item in batch:
-                    item[2].set_exception(e)
-                continue
-            start = 0
-            for prompts, _, future in batch:
-                future.set_result(generations[start : start + len(prompts)])
-                start += len(prompts)
 
 
 def create_app(
@@ -149,43 +50,22 @@ def create_app(
 
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
-    from pydantic import BaseModel, ConfigDict, Field
 
-    batcher = _Batcher(policy, max_rows=batch_size, thread=generator_thread)
+    batcher = Batcher(policy, max_rows=batch_size, thread=generator_thread)
 
     @asynccontextmanager
     async def lifespan(app):
         yield
         batcher.close()
 
-    class ChatRequest(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        model: str | None = None
-        messages: list[dict[str, Any]] = Field(min_length=1)
-        tools: list[dict[str, Any]] | None = None
-        temperature: float | None = Field(default=None, ge=0)
-        top_p: float | None = Field(default=None, gt=0, le=1)
-        max_tokens: int | None = Field(default=None, ge=1)
-        max_completion_tokens: int | None = Field(default=None, ge=1)
-        stop: str | list[str] | None = None
-        n: int = Field(default=1, ge=1, le=64)
-        seed: int | None = None
-        logprobs: bool = False
-        stream: bool = False
-        return_token_ids: bool = False
+    ChatRequest = _chat_request_model()
 
     app = FastAPI(title="turngym serve-policy", lifespan=lifespan)
     app.state.batcher = batcher
 
-    def error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None):
-        return JSONResponse(
-            {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
-        )
-
     app.add_middleware(
         Guard,
-        refuse=lambda status, message: error(status, message),
+        refuse=lambda status, message: _error(status, message),
         local_only=api_key is None if local_only is None else local_only,
     )
 
@@ -193,14 +73,14 @@ def create_app(
     async def bad_request(request: Request, exc: RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return error(400, f"{where or 'request'}: {first.get('msg', 'invalid request')}", param=where)
+        return _error(400, f"{where or 'request'}: {first.get('msg', 'invalid request')}", param=where)
 
     @app.middleware("http")
     async def check_key(request: Request, call_next):
         if api_key and request.url.path.startswith("/v1/"):
             header = request.headers.get("authorization", "")
             if not (header.startswith("Bearer ") and same_secret(header[len("Bearer ") :], api_key)):
-                return error(401, "invalid API key", kind="authentication_error")
+                return _error(401, "invalid API key", kind="authentication_error")
         if request.method == "POST" and request.url.path == "/v1/chat/completions":
             batcher.arrived(request)  # from here until it is queued, a batch waits for it
         try:
@@ -222,29 +102,62 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
         if req.model and req.model != served_name:
-            return error(
+            return _error(
                 404,
                 f"model {req.model!r} not found; this server serves {served_name!r}",
                 kind="not_found_error",
                 param="model",
             )
         if req.stream:
-            return error(400, "stream: streaming is not supported by turngym serve-policy", param="stream")
+            return _error(400, "stream: streaming is not supported by turngym serve-policy", param="stream")
         refused = _refused_option(req.model_extra or {})
         if refused:
-            return error(400, refused[1], param=refused[0])
+            return _error(400, refused[1], param=refused[0])
         try:
             prompt_ids = policy.encode(req.messages, req.tools)
         except Exception as e:  # a template that cannot render these messages
-            return error(400, f"messages: cannot render with the chat template: {e}", param="messages")
+            return _error(400, f"messages: cannot render with the chat template: {e}", param="messages")
         future = batcher.submit([prompt_ids] * req.n, _sampling_options(req, default_max_tokens))
         batcher.prepared(request)
         generations = await _wait_for_client(future, request)
         if generations is None:  # the client hung up (timed out): its place in the queue was dropped
-            return error(499, "client closed the request", param=None)
+            return _error(499, "client closed the request", param=None)
         return _completion(req, generations, prompt_ids, policy.tokenizer, served_name)
 
     return app
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None):
+    """An OpenAI-style error body with ``status``."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status
+    )
+
+
+def _chat_request_model():
+    """The body of ``/v1/chat/completions`` (a pydantic model, made when an app is: pydantic is
+    imported only by the server)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class ChatRequest(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        model: str | None = None
+        messages: list[dict[str, Any]] = Field(min_length=1)
+        tools: list[dict[str, Any]] | None = None
+        temperature: float | None = Field(default=None, ge=0)
+        top_p: float | None = Field(default=None, gt=0, le=1)
+        max_tokens: int | None = Field(default=None, ge=1)
+        max_completion_tokens: int | None = Field(default=None, ge=1)
+        stop: str | list[str] | None = None
+        n: int = Field(default=1, ge=1, le=64)
+        seed: int | None = None
+        logprobs: bool = False
+        stream: bool = False
+        return_token_ids: bool = False
+
+    return ChatRequest
 
 
 def _sampling_options(req, default_max_tokens: int) -> dict[str, Any]:

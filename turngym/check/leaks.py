@@ -21,7 +21,7 @@ from typing import Any
 
 REPORT = "turngym-leak-probe:"  # the line the probe prints its findings on
 #: file names that are task data whatever they contain
-NAMES = ("HumanEval.jsonl", "HumanEval.jsonl.gz", "repair_tasks.py")
+NAMES = ("HumanEval.jsonl", "HumanEval.jsonl.gz", "repair_tasks.py", "repair_templates.py")
 
 
 def _longest_lines(text: str, count: int, minimum: int = 24, containing: str = "") -> list[str]:
@@ -34,7 +34,7 @@ def _longest_lines(text: str, count: int, minimum: int = 24, containing: str = "
 
 def needles() -> dict[str, str]:
     """label -> a distinctive line of a task's hidden data (HumanEval, CodeRepair, ToolQA)."""
-    from turngym.envs.code import repair_tasks
+    from turngym.envs.code import repair_tasks, repair_templates
     from turngym.envs.code.humaneval import problems
     from turngym.envs.toolqa import tasks as toolqa_tasks
 
@@ -46,7 +46,7 @@ def needles() -> dict[str, str]:
             out[f"humaneval canonical solution {task_id} #{i}"] = line
         for i, line in enumerate(_longest_lines(problem["test"], 1, containing="candidate(")):
             out[f"humaneval hidden test {task_id} #{i}"] = line
-    for i, line in enumerate(_longest_lines(inspect.getsource(repair_tasks), 3)):
+    for i, line in enumerate(_longest_lines(inspect.getsource(repair_tasks) + inspect.getsource(repair_templates), 3)):
         out[f"coderepair generator line #{i}"] = line
     for index in (0, 1):
         for path, source in sorted(repair_tasks.generate(index).test_files.items())[:1]:

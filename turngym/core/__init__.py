@@ -5,9 +5,8 @@ from turngym.core.env import (
     ResetNeeded,
     StepInfo,
     TurnEnv,
-    canonical_json,
-    state_key,
 )
+from turngym.core.keys import canonical_json, state_key
 from turngym.core.policy import Completion, Conversation, Policy
 from turngym.core.pool import EnvPool
 from turngym.core.records import Step, Trajectory, iter_jsonl, read_jsonl, to_dataset, write_jsonl

@@ -40,58 +40,17 @@ and spaces; a family with state outside its attributes overrides ``_snapshot_sta
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
+from turngym.core.keys import episode_id, state_key
 from turngym.core.snapshot import Snapshot, SnapshotUnsupported, check_origin, dump_state, load_state
 from turngym.core.spaces import UnicodeText
 from turngym.core.task import Task
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys, sets sorted, tuples as lists: equal values give equal text."""
-    return json.dumps(_canonical(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _canonical(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _canonical(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_canonical(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((_canonical(v) for v in obj), key=canonical_json)
-    if isinstance(obj, float) and obj.is_integer():
-        return int(obj)
-    if isinstance(obj, np.generic):
-        return _canonical(obj.item())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _canonical(dataclasses.asdict(obj))
-    return obj
-
-
-def state_key(state: Any) -> str:
-    """Stable hex digest of a state: same across processes, runs and machines.
-
-    Never Python's ``hash()``, which is salted per process for strings.
-    """
-    # surrogatepass: an action such as "\ud800" may land in the state (a search box, a tool
-    # argument); a lone surrogate is a valid Python str and must hash, not raise.
-    return hashlib.blake2b(canonical_json(state).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
-
-
-def episode_id(env_id: str, task_id: str, episode_seed: int) -> str:
-    """``info["episode_id"]``: the env's id of an episode's start, from what the env alone knows
-    (its id, the task, the episode seed), so unseeded resets get one too. A pool's group
-    (``turngym.core.records.group_id``: task and reset seed) names the same start from outside:
-    within one env id its members share one ``episode_id``."""
-    return state_key([env_id, task_id, episode_seed])[:16]
 
 
 @dataclass
@@ -433,33 +392,3 @@ class TurnEnv(gym.Env[str, str]):
 def _reset_messages(instructions: str, obs: str) -> list[dict]:
     messages = [{"role": "system", "content": instructions}] if instructions else []
     return messages + [{"role": "user", "content": obs}]
-
-
-#: split names used across the families (see docs/splits.md)
-SPLIT_NAMES = ("train", "valid", "valid_seen", "valid_unseen", "eval", "dev", "test")
-
-
-def split_task_ids(env: TurnEnv, split: str, field: str, env_id: str) -> list[str]:
-    """The task ids of ``split``; a ``ValueError`` naming ``field`` and the splits the env has when
-    there are none (an unknown split included)."""
-    try:
-        tasks = env.task_ids(split)
-    except (ValueError, KeyError):
-        tasks = []
-    if not tasks:
-        raise ValueError(
-            f"{field}: {split!r} has no tasks for {env_id}; allowed: {', '.join(splits_of(env)) or 'none found'}"
-        )
-    return tasks
-
-
-def splits_of(env: TurnEnv) -> list[str]:
-    """The usual split names that hold tasks for this env (for messages naming allowed values)."""
-    found = []
-    for split in SPLIT_NAMES:
-        try:
-            if env.task_ids(split):
-                found.append(split)
-        except Exception:  # noqa: BLE001 - an env may raise on a split it does not know
-            pass
-    return found

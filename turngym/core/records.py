@@ -52,7 +52,7 @@ def reply_text(step: Step) -> str:
 
 def group_id(task_id: str, seed: int) -> str:
     """The id of a group: the episodes that start from one task and one reset seed (GRPO's
-    group). ``info["episode_id"]`` (``turngym.core.env.episode_id``) names the same start from
+    group). ``info["episode_id"]`` (``turngym.core.keys.episode_id``) names the same start from
     inside the env: a hash of the env id, the task and the episode seed drawn from the reset seed."""
     return f"{task_id}@{seed}"
 

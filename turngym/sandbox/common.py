@@ -13,6 +13,7 @@ import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 BACKENDS = ("bwrap", "process", "docker", "worker")
 
@@ -346,3 +347,8 @@ def text_or_bytes(data: bytes) -> str | bytes:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data
+
+
+def parent_dirs(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]

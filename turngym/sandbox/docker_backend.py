@@ -94,107 +94,27 @@ def run_docker(
         return Result(backend="docker", error=reason, isolation=DOCKER_ISOLATION)
     import docker
 
-    if is_code:
-        argv = ["python3", "-B", "main.py"]
-    elif isinstance(command, str):
-        argv = ["/bin/sh", "-c", command]
-    else:
-        argv = list(command)
-    # The engine refuses archives into a read-only container (tmpfs or not), so the files, the
-    # code's stdin among them, arrive as a tar on the container's stdin. pid 1 is a root shell
-    # holding only CAP_SETUID/CAP_SETGID, which starts the command as nobody (so the code cannot
-    # signal it) and returns its exit status. A stopped container's tmpfs is gone, so collected
-    # files leave through stdout: after the command, a per-run marker line, then the work dir's tar
-    # in base64 (what the code could forge there is only its own files, which it controls anyway).
     stdin_data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
     mark = "turngym-files-" + secrets.token_hex(16)
-    inner = "tar -xf - || exit 125; exec 0<.stdin; rm -f .stdin; M=$TURNGYM_MARK; unset TURNGYM_MARK; "
-    if collect_files:
-        inner += (
-            '"$@"; rc=$?; exec 0</dev/null; printf "\\n%s\\n" "$M"; '
-            "tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . | base64; exit $rc"
-        )
-    else:
-        inner += 'exec "$@"'
-    outer = 'setpriv --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all -- /bin/sh -c "$0" sh "$@"; exit $?'
-    argv = ["/bin/sh", "-c", outer, inner, *argv]
+    argv = _container_argv(command, is_code, collect_files)
     files = {**files, ".stdin": stdin_data}
     out_cap = limits.max_output_bytes + (((limits.disk_mb << 20) * 4 // 3 + (1 << 20)) if collect_files else 0)
     client = docker.from_env()
     started = time.monotonic()
-    disk = f"size={limits.disk_mb}m"
     try:
-        container = client.containers.create(
-            _image(),
-            argv,
-            working_dir=WORK,
-            user="0:0",
-            network_disabled=True,
-            read_only=True,
-            tmpfs={WORK: disk + ",mode=1777", "/tmp": disk + ",mode=1777"},
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            pids_limit=limits.max_processes + 2,
-            cap_drop=["ALL"],
-            cap_add=["SETUID", "SETGID"],
-            security_opt=["no-new-privileges"],
-            environment={"HOME": WORK, "TURNGYM_MARK": mark},
-            ipc_mode="private",
-            stdin_open=True,
-            log_config=docker.types.LogConfig(type="none", config={}),
-            ulimits=[
-                docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
-                docker.types.Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
-            ],
-        )
+        container = _create_container(client, argv, limits, mark)
     except Exception as exc:  # noqa: BLE001 - the engine refused: infrastructure failure
         return Result(backend="docker", error=f"{type(exc).__name__}: {exc}", isolation=DOCKER_ISOLATION)
     try:
-        sock = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        raw = getattr(sock, "_sock", sock)
-        container.start()
-        raw.sendall(tar_of(files, mode=0o666, owner=65534))  # the container's user owns its files
-        raw.shutdown(socket.SHUT_WR)
-        killer: list[threading.Thread] = []
-
-        def kill() -> None:
-            # in a thread: the engine finishes a kill only once its output stream is drained, and
-            # draining is what this thread does meanwhile
-            killer.append(threading.Thread(target=_quietly, args=(container.kill,), daemon=True))
-            killer[-1].start()
-
-        streams, timed_out, truncated = _read_frames(
-            raw, started + limits.timeout_s, out_cap, limits.max_output_bytes, kill
-        )
-        for thread in killer:
-            thread.join(30)
-        sock.close()
-        status = container.wait(timeout=30).get("StatusCode")
-        out, err = streams[1], streams[2]
-        blob = None
-        if collect_files:
-            out, found, encoded = out.rpartition(f"\n{mark}\n".encode())
-            if not found:
-                out = encoded
-            blob = encoded if found else None
-        truncated = truncated or len(out) > limits.max_output_bytes
-        out = out[: limits.max_output_bytes]
-        res = Result(
-            stdout=decode(out),
-            stderr=decode(err),
-            exit_code=status,
-            timed_out=timed_out,
-            out_of_memory=looks_out_of_memory(err, status) or (status == 137 and not timed_out),
-            duration_s=time.monotonic() - started,
-            backend="docker",
-            output_truncated=truncated,
-            isolation=DOCKER_ISOLATION,
+        streams, timed_out, truncated, status = _attach_and_wait(container, files, limits, started, out_cap)
+        res, blob = _container_result(
+            streams, status, timed_out, truncated, limits, started, mark if collect_files else None
         )
         if status is None and not timed_out:
             res.error = "the container ended without an exit status"
         elif is_code and might_not_have_started(res):
             res.error = _python_start_failure(client)
-        if collect_files and not timed_out and not truncated and res.error is None:
+        if collect_files and not timed_out and not res.output_truncated and res.error is None:
             if blob is not None:
                 try:
                     res.files = _untar(base64.b64decode(blob), limits, res)
@@ -212,6 +132,127 @@ def run_docker(
         )
     finally:
         container.remove(force=True)
+
+
+def _container_argv(command: str | list[str] | None, is_code: bool, collect_files: bool) -> list[str]:
+    """The container's command line around the program's own ``argv``.
+
+    The engine refuses archives into a read-only container (tmpfs or not), so the files, the
+    code's stdin among them, arrive as a tar on the container's stdin. pid 1 is a root shell
+    holding only CAP_SETUID/CAP_SETGID, which starts the command as nobody (so the code cannot
+    signal it) and returns its exit status. A stopped container's tmpfs is gone, so collected
+    files leave through stdout: after the command, a per-run marker line (``TURNGYM_MARK``), then
+    the work dir's tar in base64 (what the code could forge there is only its own files, which it
+    controls anyway)."""
+    if is_code:
+        argv = ["python3", "-B", "main.py"]
+    elif isinstance(command, str):
+        argv = ["/bin/sh", "-c", command]
+    else:
+        argv = list(command)
+    inner = "tar -xf - || exit 125; exec 0<.stdin; rm -f .stdin; M=$TURNGYM_MARK; unset TURNGYM_MARK; "
+    if collect_files:
+        inner += (
+            '"$@"; rc=$?; exec 0</dev/null; printf "\\n%s\\n" "$M"; '
+            "tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . | base64; exit $rc"
+        )
+    else:
+        inner += 'exec "$@"'
+    outer = 'setpriv --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all -- /bin/sh -c "$0" sh "$@"; exit $?'
+    return ["/bin/sh", "-c", outer, inner, *argv]
+
+
+def _create_container(client, argv: list[str], limits: Limits, mark: str):
+    """A created, not yet started, container with the limits and without network or capabilities
+    but the two the root shell needs to drop to nobody."""
+    import docker
+
+    disk = f"size={limits.disk_mb}m"
+    return client.containers.create(
+        _image(),
+        argv,
+        working_dir=WORK,
+        user="0:0",
+        network_disabled=True,
+        read_only=True,
+        tmpfs={WORK: disk + ",mode=1777", "/tmp": disk + ",mode=1777"},
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        pids_limit=limits.max_processes + 2,
+        cap_drop=["ALL"],
+        cap_add=["SETUID", "SETGID"],
+        security_opt=["no-new-privileges"],
+        environment={"HOME": WORK, "TURNGYM_MARK": mark},
+        ipc_mode="private",
+        stdin_open=True,
+        log_config=docker.types.LogConfig(type="none", config={}),
+        ulimits=[
+            docker.types.Ulimit(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
+            docker.types.Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
+        ],
+    )
+
+
+def _attach_and_wait(
+    container, files: dict[str, bytes], limits: Limits, started: float, out_cap: int
+) -> tuple[dict[int, bytes], bool, bool, int | None]:
+    """Start the container, hand it the files' tar and read its output until it ends or the
+    deadline passes: (streams, timed out, truncated, exit status)."""
+    sock = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    raw = getattr(sock, "_sock", sock)
+    container.start()
+    raw.sendall(tar_of(files, mode=0o666, owner=65534))  # the container's user owns its files
+    raw.shutdown(socket.SHUT_WR)
+    killer: list[threading.Thread] = []
+
+    def kill() -> None:
+        # in a thread: the engine finishes a kill only once its output stream is drained, and
+        # draining is what this thread does meanwhile
+        killer.append(threading.Thread(target=_quietly, args=(container.kill,), daemon=True))
+        killer[-1].start()
+
+    streams, timed_out, truncated = _read_frames(
+        raw, started + limits.timeout_s, out_cap, limits.max_output_bytes, kill
+    )
+    for thread in killer:
+        thread.join(30)
+    sock.close()
+    status = container.wait(timeout=30).get("StatusCode")
+    return streams, timed_out, truncated, status
+
+
+def _container_result(
+    streams: dict[int, bytes],
+    status: int | None,
+    timed_out: bool,
+    truncated: bool,
+    limits: Limits,
+    started: float,
+    mark: str | None,
+) -> tuple[Result, bytes | None]:
+    """The run's Result from its output, and the base64 tar of the work dir that follows ``mark``
+    in stdout (None: no mark, so no files; ``mark`` None: files not collected)."""
+    out, err = streams[1], streams[2]
+    blob = None
+    if mark is not None:
+        out, found, encoded = out.rpartition(f"\n{mark}\n".encode())
+        if not found:
+            out = encoded
+        blob = encoded if found else None
+    truncated = truncated or len(out) > limits.max_output_bytes
+    out = out[: limits.max_output_bytes]
+    res = Result(
+        stdout=decode(out),
+        stderr=decode(err),
+        exit_code=status,
+        timed_out=timed_out,
+        out_of_memory=looks_out_of_memory(err, status) or (status == 137 and not timed_out),
+        duration_s=time.monotonic() - started,
+        backend="docker",
+        output_truncated=truncated,
+        isolation=DOCKER_ISOLATION,
+    )
+    return res, blob
 
 
 def _python_start_failure(client) -> str | None:

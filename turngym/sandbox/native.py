@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
-import stat
-import sys
-import tempfile
-from pathlib import Path
 
 from turngym.sandbox.common import (
     Limits,
@@ -18,16 +13,20 @@ from turngym.sandbox.common import (
     fresh_uid,
     might_not_have_started,
     package_paths,
+    parent_dirs,
     python_layout,
-    read_tar,
     relative_path,
     sandbox_python,
-    tar_of,
-    text_or_bytes,
 )
+from turngym.sandbox.process_backend import run_process, world_python
 from turngym.sandbox.seccomp import filter_fd
 from turngym.sandbox.spawn import (
+    COLLECT_EXCLUDE,
+    base_env,
     close_fds,
+    collect_from,
+    collect_into,
+    is_root,
     kill_all_of_uid,
     read_available,
     spawn_child,
@@ -59,7 +58,6 @@ _ETC_FILES = (
     "/etc/localtime",
     "/etc/mime.types",
 )
-_COLLECT_EXCLUDE = ("__pycache__", ".pytest_cache")
 
 BWRAP_ISOLATION = (
     "bwrap: shows only system programs and libraries, the base Python and its standard library, "
@@ -67,16 +65,6 @@ BWRAP_ISOLATION = (
     "/tmp), new pid/net/ipc/uts/mount namespaces, unprivileged uid, no new user namespaces "
     "(seccomp), rlimits, wall-clock kill of the whole sandbox"
 )
-PROCESS_ISOLATION = (
-    "process: rlimits, unprivileged uid, network and mount namespaces with size-limited "
-    "tmpfs over the work dir and the host's shared writable dirs, no new user namespaces "
-    "(root only); the host file system and processes are visible (world-readable files "
-    "can be read)"
-)
-
-
-def is_root() -> bool:
-    return os.geteuid() == 0
 
 
 def run_native(
@@ -98,7 +86,7 @@ def run_native(
         if backend == "bwrap":
             res = _run_bwrap(argv, files, stdin_data, limits, collect_files, packages)
         else:
-            res = _run_process(argv, files, stdin_data, limits, collect_files)
+            res = run_process(argv, files, stdin_data, limits, collect_files)
     except OSError as exc:  # the sandbox could not start: an infrastructure failure
         return Result(backend=backend, error=f"{type(exc).__name__}: {exc}")
     if is_code and res.error is None and might_not_have_started(res):
@@ -115,7 +103,7 @@ def python_start_failure(backend: str, python: str, packages: tuple[str, ...] = 
         if backend == "bwrap":
             res = _run_bwrap(argv, {}, b"", limits, False, packages)
         else:
-            res = _run_process(argv, {}, b"", limits, False)
+            res = run_process(argv, {}, b"", limits, False)
     except OSError as exc:
         return f"the sandbox could not start its Python ({python}): {type(exc).__name__}: {exc}"
     if res.error is None and res.exit_code == 0 and res.stdout.strip() == "turngym-python-ok":
@@ -131,7 +119,7 @@ def _argv(command: str | list[str] | None, is_code: bool, backend: str) -> list[
             if backend == "bwrap"
             else sandbox_python()
             if not is_root()
-            else _world_python()[0]
+            else world_python()[0]
         )
         return [python, "-B", "main.py"]
     if isinstance(command, str):
@@ -141,17 +129,7 @@ def _argv(command: str | list[str] | None, is_code: bool, backend: str) -> list[
     return list(command)
 
 
-def _base_env(home: str, extra_path: list[str]) -> dict[str, str]:
-    path = ":".join([*extra_path, "/usr/local/bin", "/usr/bin", "/bin"])
-    return {"PATH": path, "HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
-
-
 # ----- bwrap ------------------------------------------------------------------------------------
-
-
-def _parents(path: str) -> list[str]:
-    parts = Path(path).parts[1:-1]
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _bwrap_argv(
@@ -181,8 +159,24 @@ def _bwrap_argv(
         args += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:  # no user namespaces inside (see seccomp.py)
         args += ["--seccomp", str(seccomp_fd)]
+    args += _namespace_args(uid)
+    python = python_layout()
+    shown, site_dirs = package_paths(packages)
+    env = {**base_env(WORK, [os.path.dirname(python.interpreter)]), **(extra_env or {})}
+    if site_dirs:
+        env["PYTHONPATH"] = ":".join(site_dirs)
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    disk = str(limits.disk_mb << 20)
+    args += _mount_args(disk, python, shown)
+    args += _work_file_args(file_fds)
+    args += ["--remount-ro", "/", "--chdir", WORK, "--"]
+    return args + _command_args(argv, uid, collect_fd, exit_fd)
+
+
+def _namespace_args(uid: int | None) -> list[str]:
     if uid is None:  # not root: a user namespace maps us to an unprivileged uid
-        args += [
+        return [
             "--unshare-all",
             "--unshare-user",
             "--disable-userns",
@@ -191,30 +185,27 @@ def _bwrap_argv(
             "--gid",
             str(SANDBOX_UID),
         ]
-    else:  # root: no user namespace; setpriv below drops to a real unprivileged uid
-        args += [
-            "--unshare-ipc",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-        ]
-    python = python_layout()
-    shown, site_dirs = package_paths(packages)
-    env = {**_base_env(WORK, [os.path.dirname(python.interpreter)]), **(extra_env or {})}
-    if site_dirs:
-        env["PYTHONPATH"] = ":".join(site_dirs)
-    for key, value in env.items():
-        args += ["--setenv", key, value]
-    disk = str(limits.disk_mb << 20)
+    # root: no user namespace; setpriv (``_command_args``) drops to a real unprivileged uid
+    return [
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "CAP_SETUID",
+        "--cap-add",
+        "CAP_SETGID",
+    ]
+
+
+def _mount_args(disk: str, python, shown: list[str]) -> list[str]:
+    """The file system inside: size-capped tmpfs work dir, /tmp and /dev/shm, and read-only binds
+    of the system dirs, the base Python and the declared packages."""
     # tmpfs mounts first: a bind below (a Python under /tmp, say) then shows through them
-    args += [
+    args = [
         "--perms",
         "0777",
         "--size",
@@ -238,7 +229,7 @@ def _bwrap_argv(
     def bind(path: str) -> None:
         if any(path == b or path.startswith(b + "/") for b in bound):
             return
-        for parent in _parents(path):
+        for parent in parent_dirs(path):
             if parent not in made and not os.path.islink(parent):
                 args.extend(["--perms", "0755", "--dir", parent])
                 made.add(parent)
@@ -267,14 +258,26 @@ def _bwrap_argv(
         args += ["--perms", "0755", "--tmpfs", hidden, "--remount-ro", hidden]
     # bwrap's /dev is an unbounded tmpfs with a world-writable shm dir: cap that one too
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
+    return args
+
+
+def _work_file_args(file_fds: list[tuple[int, str]]) -> list[str]:
+    """The program's files, each read from an fd into the work dir (its folders made first)."""
+    args: list[str] = []
     dirs = set()
     for fd, rel in file_fds:
-        for parent in _parents("/" + rel):
+        for parent in parent_dirs("/" + rel):
             if parent not in dirs:
                 args += ["--perms", "0777", "--dir", f"{WORK}{parent}"]
                 dirs.add(parent)
         args += ["--perms", "0666", "--file", str(fd), f"{WORK}/{rel}"]
-    args += ["--remount-ro", "/", "--chdir", WORK, "--"]
+    return args
+
+
+def _command_args(argv: list[str], uid: int | None, collect_fd: int | None, exit_fd: int | None) -> list[str]:
+    """What runs inside: as root, the exit-line shell and setpriv to ``uid`` first; with
+    ``collect_fd``, the command wrapped so that the work dir's tar follows it."""
+    args: list[str] = []
     if uid is not None:
         if exit_fd is not None:
             args += [
@@ -294,7 +297,7 @@ def _bwrap_argv(
             "--",
         ]
     if collect_fd is not None:
-        excludes = " ".join(f"--exclude={e}" for e in _COLLECT_EXCLUDE)
+        excludes = " ".join(f"--exclude={e}" for e in COLLECT_EXCLUDE)
         script = f'"$@" {collect_fd}>&-; rc=$?; tar -cf - {excludes} . 2>/dev/null >&{collect_fd}; exit $rc'
         argv = ["/bin/bash", "-c", script, "sh", *argv]  # dash refuses fds above 9
     return args + argv
@@ -335,7 +338,7 @@ def _run_bwrap(
         )
         pass_fds = [fd for fd, _ in fds] + [status_w] + ([seccomp_fd] if seccomp_fd is not None else [])
         pass_fds += [fd for fd in (collect_w, exit_w) if fd is not None]
-        collector = _collect_from(collect_r, limits) if collect_r is not None else None
+        collector = collect_from(collect_r, limits) if collect_r is not None else None
         res = spawn_child(
             args,
             stdin,
@@ -353,7 +356,7 @@ def _run_bwrap(
             exit_line = read_available(exit_r) if exit_r is not None else None
             res.error = _bwrap_failure(read_available(status_r), exit_line, res)
         if collector is not None:
-            _collect(collector, limits, res)
+            collect_into(collector, limits, res)
         return res
     finally:
         for fd, _ in fds:
@@ -374,202 +377,3 @@ def _bwrap_failure(status: bytes, exit_line: bytes | None, res: Result) -> str |
     what = "could not start the command" if not started else "ended without the command's exit status"
     detail = res.stderr.strip()[-500:] or f"exit code {res.exit_code}"
     return f"bwrap {what} ({detail})"
-
-
-def _collect_from(fd: int, limits: Limits):
-    """Read the work dir's tar from ``fd`` in a thread, at most disk_mb bytes. Returns a function
-    that waits for the end and gives (bytes, whether the cap was passed)."""
-    import threading
-
-    cap = limits.disk_mb << 20
-    box: dict = {"chunks": [], "size": 0, "over": False}
-
-    def read() -> None:
-        while chunk := os.read(fd, 1 << 20):
-            box["size"] += len(chunk)
-            if box["size"] > cap:
-                box["over"] = True
-                return  # closing our end stops the writer (EPIPE)
-            box["chunks"].append(chunk)
-
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-
-    def finish() -> tuple[bytes, bool]:
-        thread.join(5)
-        return b"".join(box["chunks"]), box["over"] or thread.is_alive()
-
-    return finish
-
-
-def _collect(collector, limits, res) -> None:
-    """Put the work dir's files (read from the capped collect pipe) into ``res.files``."""
-    blob, over = collector()
-    if res.error is None and not res.timed_out:
-        res.files = read_tar(blob, limits, res) if not over else None
-        if over:
-            res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"
-
-
-# ----- process ------------------------------------------------------------------------------
-
-
-def _accessible_to_others(path: str) -> bool:
-    """Can an unrelated unprivileged uid execute ``path`` (every parent dir searchable)?"""
-    real = os.path.realpath(path)
-    for parent in _parents(real) + [os.path.dirname(real)]:
-        if not os.stat(parent).st_mode & stat.S_IXOTH:
-            return False
-    return bool(os.stat(real).st_mode & stat.S_IXOTH)
-
-
-def _world_python() -> tuple[str, list[str]]:
-    """An interpreter an unprivileged uid can run, and the site dirs to add to its path."""
-    python = sandbox_python()
-    if _accessible_to_others(python):
-        return python, []
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (f"/usr/bin/{version}", f"/usr/local/bin/{version}", "/usr/bin/python3"):
-        if os.path.exists(candidate) and _accessible_to_others(candidate):
-            sites = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-            return candidate, [p for p in sites if _accessible_to_others(p)]
-    return python, []
-
-
-# Root only: runs as root inside fresh mount and network namespaces, covers every directory the
-# unprivileged uid could write to on the host with a size-limited tmpfs, unpacks the files (a tar
-# on fd $4) into the work dir, says "ready" on the status fd $6 (closed before the command runs,
-# so the command cannot fake it), then drops to the uid. $1 uid, $2 tmpfs bytes, $3 work dir,
-# $4 files fd, $5 collect pipe fd or "-", $6 status fd; then the command. (An IPC namespace of its
-# own comes from the parent's unshare.)
-_PROCESS_SCRIPT = r"""
-fail() { echo "turngym: sandbox setup failed: $1" >&2; exit 125; }
-mount --make-rprivate / || fail "private mounts"
-for d in /tmp /var/tmp /dev/shm /run/lock /var/lock; do
-  if [ -d "$d" ] && [ ! -L "$d" ]; then
-    mount -t tmpfs -o "size=$2,mode=1777,nosuid,nodev" tmpfs "$d" || fail "tmpfs on $d"
-  fi
-done
-mkdir -m 0700 "$3" || fail "work dir"
-tar -xf - -C "$3" --no-same-owner <&"$4" || fail "unpacking files"
-chown -R "$1:$1" "$3" || fail "chown"
-eval "exec $4<&-"
-cd "$3" || fail "cd"
-echo ready >&"$6" || fail "status"
-eval "exec $6>&-"
-uid=$1; collect=$5; shift 6
-drop() { /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"; }
-if [ "$collect" = - ]; then
-  exec /usr/bin/setpriv --reuid "$uid" --regid "$uid" --clear-groups --no-new-privs -- "$@"
-fi
-eval "drop \"\$@\" $collect>&-"
-rc=$?
-eval "drop tar -cf - --exclude=__pycache__ --exclude=.pytest_cache . >&$collect"
-exit $rc
-"""
-PROCESS_WORK = "/tmp/sandbox"
-
-
-def _run_process(argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits, collect_files: bool) -> Result:
-    if not is_root():
-        return _run_process_unprivileged(argv, files, stdin, limits, collect_files)
-    uid = fresh_uid()
-    env = _base_env(PROCESS_WORK, [])
-    _python, sites = _world_python()
-    if sites:
-        env["PYTHONPATH"] = ":".join(sites)
-    files_fd = os.memfd_create("turngym-files", 0)
-    status_r, status_w = os.pipe()
-    collect_r, collect_w = os.pipe() if collect_files else (None, None)
-    try:
-        write_all(files_fd, tar_of(files, mode=0o644))
-        os.lseek(files_fd, 0, os.SEEK_SET)
-        args = [
-            "/bin/bash",
-            "-c",
-            _PROCESS_SCRIPT,
-            "sandbox",
-            str(uid),
-            str(limits.disk_mb << 20),
-            PROCESS_WORK,
-            str(files_fd),
-            "-" if collect_w is None else str(collect_w),
-            str(status_w),
-            *argv,
-        ]
-        pass_fds = [files_fd, status_w] + ([collect_w] if collect_w is not None else [])
-        collector = _collect_from(collect_r, limits) if collect_r is not None else None
-
-        def kill_uid() -> None:
-            kill_all_of_uid(uid)
-
-        res = spawn_child(
-            args,
-            stdin,
-            limits,
-            pass_fds,
-            backend="process",
-            kill_extra=kill_uid,
-            nproc=True,
-            cwd="/",
-            env=env,
-            new_namespaces=True,
-            after_start=lambda: close_fds(status_w, collect_w),
-        )
-        status_w = collect_w = None
-        res.isolation = PROCESS_ISOLATION
-        res.extra["uid"] = uid
-        if res.error is None and b"ready" not in read_available(status_r) and not res.timed_out:
-            res.error = res.stderr.strip()[-500:] or f"the sandbox set-up failed (exit code {res.exit_code})"
-        if collector is not None:
-            _collect(collector, limits, res)
-        return res
-    finally:
-        close_fds(files_fd, status_r, status_w, collect_r, collect_w)
-        kill_all_of_uid(uid)
-
-
-def _run_process_unprivileged(
-    argv: list[str], files: dict[str, bytes], stdin: bytes, limits: Limits, collect_files: bool
-) -> Result:
-    """Not root: no uid drop and no namespaces, only rlimits and a private temp work dir."""
-    work = tempfile.mkdtemp(prefix="turngym-sbx-")
-    try:
-        for rel, data in files.items():
-            target = Path(work, rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        os.chmod(work, 0o700)
-        res = spawn_child(
-            argv,
-            stdin,
-            limits,
-            [],
-            backend="process",
-            kill_extra=None,
-            nproc=True,
-            cwd=work,
-            env=_base_env(work, []),
-        )
-        res.isolation = PROCESS_ISOLATION + "; not root here: no uid drop, no namespaces, no tmpfs"
-        res.extra["uid"] = os.getuid()
-        if collect_files and res.error is None and not res.timed_out:
-            res.files = _read_dir(work, limits)
-        return res
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _read_dir(work: str, limits: Limits) -> dict[str, str | bytes]:
-    out: dict[str, str | bytes] = {}
-    for dirpath, dirs, names in os.walk(work, followlinks=False):
-        dirs[:] = [d for d in dirs if d not in _COLLECT_EXCLUDE]
-        for n in names:
-            full = os.path.join(dirpath, n)
-            st = os.lstat(full)
-            if stat.S_ISREG(st.st_mode) and st.st_size <= (limits.max_file_mb << 20):
-                out[os.path.relpath(full, work)] = text_or_bytes(Path(full).read_bytes())
-    return out
-
-
-# ----- spawning -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Starting a sandboxed child and cleaning up after it, for the ``bwrap`` and ``process`` backends:
-the spawn itself (namespaces, rlimits, uid, the seccomp filter), the pipes' reads and writes, and
-the processes of a sandbox uid (listed, killed)."""
+the spawn itself (namespaces, rlimits, uid, the seccomp filter, its environment), the pipes' reads
+and writes (the work dir's files handed back as a capped tar), and the processes of a sandbox uid
+(listed, killed)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import signal
 import subprocess
 import time
 
-from turngym.sandbox.common import UID_RANGE, Limits, Result, decode, looks_out_of_memory, pump, set_rlimits
+from turngym.sandbox.common import UID_RANGE, Limits, Result, decode, looks_out_of_memory, pump, read_tar, set_rlimits
 from turngym.sandbox.seccomp import user_namespace_filter
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+# what a backend leaves out of the work dir's files it hands back
+COLLECT_EXCLUDE = ("__pycache__", ".pytest_cache")
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
@@ -195,3 +198,47 @@ def spawn_child(
     )
     res.out_of_memory = looks_out_of_memory(err, code)
     return res
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def base_env(home: str, extra_path: list[str]) -> dict[str, str]:
+    path = ":".join([*extra_path, "/usr/local/bin", "/usr/bin", "/bin"])
+    return {"PATH": path, "HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": "/tmp"}
+
+
+def collect_from(fd: int, limits: Limits):
+    """Read the work dir's tar from ``fd`` in a thread, at most disk_mb bytes. Returns a function
+    that waits for the end and gives (bytes, whether the cap was passed)."""
+    import threading
+
+    cap = limits.disk_mb << 20
+    box: dict = {"chunks": [], "size": 0, "over": False}
+
+    def read() -> None:
+        while chunk := os.read(fd, 1 << 20):
+            box["size"] += len(chunk)
+            if box["size"] > cap:
+                box["over"] = True
+                return  # closing our end stops the writer (EPIPE)
+            box["chunks"].append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+
+    def finish() -> tuple[bytes, bool]:
+        thread.join(5)
+        return b"".join(box["chunks"]), box["over"] or thread.is_alive()
+
+    return finish
+
+
+def collect_into(collector, limits, res) -> None:
+    """Put the work dir's files (read from the capped collect pipe) into ``res.files``."""
+    blob, over = collector()
+    if res.error is None and not res.timed_out:
+        res.files = read_tar(blob, limits, res) if not over else None
+        if over:
+            res.extra["collect_error"] = f"the work dir's files are over disk_mb ({limits.disk_mb} MB)"

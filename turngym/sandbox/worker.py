@@ -27,7 +27,6 @@ import dataclasses
 import json
 import os
 import queue
-import selectors
 import signal
 import struct
 import subprocess
@@ -45,8 +44,10 @@ from turngym.sandbox.common import (
     python_layout,
     set_rlimits,
 )
-from turngym.sandbox.native import BWRAP_ISOLATION, _bwrap_argv, is_root, run_native
+from turngym.sandbox.native import BWRAP_ISOLATION, _bwrap_argv, run_native
 from turngym.sandbox.seccomp import filter_fd
+from turngym.sandbox.spawn import is_root
+from turngym.sandbox.worker_watch import STOP_CHECK_AFTER_S, Stalled, open_init, read_exact
 
 _SERVER = Path(__file__).with_name("_worker_server.py")
 WORKER_ISOLATION = BWRAP_ISOLATION + "; persistent: one sandbox reused by snippets in turn"
@@ -138,7 +139,7 @@ class Worker:
                 os.close(seccomp_fd)
         self._status_fd = status_r  # kept open: bwrap writes its exit status there at the end
         deadline = time.monotonic() + 60
-        self._init_host_pid, self._init = _open_init(status_r, deadline)
+        self._init_host_pid, self._init = open_init(status_r, deadline)
         reply = self._read_reply(deadline)
         if not reply or not reply.get("ready") or self._init is None:
             self.close()
@@ -189,6 +190,56 @@ class Worker:
         limits.validate()
         files = {k: (v.encode() if isinstance(v, str) else bytes(v)) for k, v in check_files(files or {}).items()}
         stdin_data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        reply, why, stopped, started, sent = self._exchange(
+            self._request(code, files, limits, results), stdin_data, limits
+        )
+        if reply is not None and not reply.get("runner_killed"):
+            return self._reply_result(reply, results)
+        if results:
+            # no results: the runner that reads them died. The snippet may have killed it, or the
+            # OOM killer or an operator may have: the caller reruns it where it cannot (grading.py
+            # does, in a fresh one-shot bwrap sandbox); never a verdict from this run
+            return Result(
+                stderr=f"[no results: {why}]",
+                exit_code=-9,
+                backend="worker",
+                duration_s=time.monotonic() - started,
+                isolation=WORKER_ISOLATION,
+                extra={"uid": self.uid, "results": b"", "worker_failure": why},
+            )
+        left = limits.timeout_s - (time.monotonic() - sent)
+        if stopped and left < 0.05:
+            return Result(
+                stderr=f"[{why}; no time left to run it again]",
+                exit_code=-9,
+                timed_out=True,
+                backend="worker",
+                duration_s=time.monotonic() - started,
+                isolation=WORKER_ISOLATION,
+                extra={"uid": self.uid, "worker_failure": why},
+            )
+        if stopped:
+            limits = dataclasses.replace(limits, timeout_s=left)
+        # rerun where the snippet cannot kill its supervisor; its own outcome, never "error"
+        res = run_native(
+            "bwrap",
+            None,
+            True,
+            {**files, "main.py": code.encode()},
+            stdin_data,
+            limits,
+            False,
+            packages=self.packages,
+        )
+        res.backend = "worker"  # what the caller asked for; extra["fallback"] says what ran
+        res.extra["fallback"] = "bwrap"
+        res.extra["worker_failure"] = why
+        if res.error:
+            res.duration_s = time.monotonic() - started
+        return res
+
+    def _request(self, code: str, files: dict[str, bytes], limits: Limits, results: bool) -> dict:
+        """The snippet's request to the server (its stdin follows in a message of its own)."""
         req = {
             "code": code,
             "files": {k: base64.b64encode(v).decode() for k, v in files.items()},
@@ -202,9 +253,16 @@ class Worker:
         }
         if results:
             req["results"] = True
+        return req
+
+    def _exchange(self, req: dict, stdin_data: bytes, limits: Limits) -> tuple[dict | None, str, bool, float, float]:
+        """Send one request and wait for its reply: (reply or None, why there is none or the runner
+        was killed, whether the snippet stopped a process of the worker, when this worker was
+        taken, when the snippet's time started). A worker that failed is closed; the next snippet
+        starts a fresh one."""
         with self._lock:
             started = sent = time.monotonic()
-            stalled = _Stalled(None, 0.0)
+            stalled = Stalled(None, 0.0)
             try:
                 if not self.alive():
                     self.close()
@@ -239,49 +297,9 @@ class Worker:
             if reply is None or reply.get("runner_killed"):
                 self.restarts += 1
                 self.close()  # every process of this worker ends; a fresh worker next time
-        if (reply is None or reply.get("runner_killed")) and results:
-            # no results: the runner that reads them died. The snippet may have killed it, or the
-            # OOM killer or an operator may have: the caller reruns it where it cannot (grading.py
-            # does, in a fresh one-shot bwrap sandbox); never a verdict from this run
-            return Result(
-                stderr=f"[no results: {why}]",
-                exit_code=-9,
-                backend="worker",
-                duration_s=time.monotonic() - started,
-                isolation=WORKER_ISOLATION,
-                extra={"uid": self.uid, "results": b"", "worker_failure": why},
-            )
-        if reply is None or reply.get("runner_killed"):
-            left = limits.timeout_s - (time.monotonic() - sent)
-            if stopped and left < 0.05:
-                return Result(
-                    stderr=f"[{why}; no time left to run it again]",
-                    exit_code=-9,
-                    timed_out=True,
-                    backend="worker",
-                    duration_s=time.monotonic() - started,
-                    isolation=WORKER_ISOLATION,
-                    extra={"uid": self.uid, "worker_failure": why},
-                )
-            if stopped:
-                limits = dataclasses.replace(limits, timeout_s=left)
-            # rerun where the snippet cannot kill its supervisor; its own outcome, never "error"
-            res = run_native(
-                "bwrap",
-                None,
-                True,
-                {**files, "main.py": code.encode()},
-                stdin_data,
-                limits,
-                False,
-                packages=self.packages,
-            )
-            res.backend = "worker"  # what the caller asked for; extra["fallback"] says what ran
-            res.extra["fallback"] = "bwrap"
-            res.extra["worker_failure"] = why
-            if res.error:
-                res.duration_s = time.monotonic() - started
-            return res
+        return reply, why, stopped, started, sent
+
+    def _reply_result(self, reply: dict, results: bool) -> Result:
         err = base64.b64decode(reply["stderr"])
         return Result(
             stdout=decode(base64.b64decode(reply["stdout"])),
@@ -313,11 +331,11 @@ class Worker:
         went silent, was found stopped (``stalled``) or sent something broken."""
         fd = self._proc.stdout.fileno()
         while True:
-            header = _read_exact(fd, 4, deadline, stalled)
+            header = read_exact(fd, 4, deadline, stalled)
             if header is None:
                 return None
             size = struct.unpack(">I", header)[0]
-            body = _read_exact(fd, size, deadline, stalled) if size <= (256 << 20) else None
+            body = read_exact(fd, size, deadline, stalled) if size <= (256 << 20) else None
             if body is None:
                 return None
             try:
@@ -330,80 +348,6 @@ class Worker:
                 return reply
             if not isinstance(reply.get("seq"), int) or reply["seq"] > seq:
                 return None
-
-
-def _read_exact(fd: int, n: int, deadline: float, stalled=None) -> bytes | None:
-    buf = bytearray()
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while len(buf) < n:
-            now = time.monotonic()
-            left = deadline - now
-            if left <= 0:
-                return None
-            if stalled is not None:
-                left = min(left, max(stalled.check_from - now, STOP_CHECK_EVERY_S))
-            if not sel.select(timeout=left):
-                if stalled is not None and stalled():
-                    return None
-                continue
-            chunk = os.read(fd, n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-    return bytes(buf)
-
-
-#: a reply not in this long after the snippet's deadline: check whether the worker was stopped
-STOP_CHECK_AFTER_S = 0.5
-STOP_CHECK_EVERY_S = 0.1
-
-
-class _Stalled:
-    """Is a process of the worker's sandbox stopped? Asked only from ``check_from`` on. The
-    server and its runners share the process group of the sandbox's init (``init_pid``, as the
-    host sees it); the snippets run in sessions of their own and are the runner's to time."""
-
-    def __init__(self, init_pid: int | None, check_from: float):
-        self.init_pid, self.check_from, self.seen = init_pid, check_from, False
-
-    def __call__(self) -> bool:
-        if self.init_pid is None or time.monotonic() < self.check_from:
-            return False
-        self.seen = self.seen or _group_stopped(self.init_pid)
-        return self.seen
-
-
-def _group_stopped(pgid: int) -> bool:
-    """True when a process of process group ``pgid`` is stopped (state T or t in /proc)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if len(fields) > 3 and int(fields[3]) == pgid and fields[0] in (b"T", b"t"):
-            return True
-    return False
-
-
-def _open_init(status_fd: int, deadline: float) -> tuple[int | None, int | None]:
-    """(pid, pidfd) of the sandbox's init, from the first line of bwrap's JSON status
-    ({"child-pid": N}); (None, None) when bwrap did not say. Signals go through the pidfd, which
-    can never name a reused pid."""
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        byte = _read_exact(status_fd, 1, deadline)
-        if byte is None:
-            return None, None
-        line += byte
-    try:
-        pid = int(json.loads(line)["child-pid"])
-        return pid, os.pidfd_open(pid)
-    except (ValueError, KeyError, TypeError, OSError):
-        return None, None
 
 
 class WorkerPool:

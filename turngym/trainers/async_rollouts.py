@@ -16,7 +16,7 @@ Fixing the version (rather than taking the newest one available) keeps a run rep
   trainable tensors after each update (``publish``); the worker loads the version it needs into
   its snapshot before each batch.
 
-What the learner does with a batch is ``loop.learn``, as in the synchronous loop, with the
+What the learner does with a batch is ``learn.learn``, as in the synchronous loop, with the
 decoupled-PPO correction in ``update.rl_update`` (see ``losses.truncated_is_weight``).
 
 Checkpoints: the in-flight batches are discarded; the checkpoint stores their tasks and the

@@ -272,7 +272,7 @@ def check_run(cfg: TrainConfig) -> None:
     target modules. Each failure is a ValueError naming the field and the allowed values."""
     import turngym
     from turngym.agents.models import _ALIASES, MODEL_NAMES
-    from turngym.core.env import split_task_ids
+    from turngym.core.splits import split_task_ids
 
     try:
         env_spec = turngym.spec(cfg.env.id)

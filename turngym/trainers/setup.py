@@ -143,7 +143,7 @@ def run_task_ids(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     """The task ids of ``env.train_split`` and ``env.eval_split`` (a ValueError naming the field
     and the splits the env has when one holds no task)."""
     import turngym
-    from turngym.core.env import split_task_ids
+    from turngym.core.splits import split_task_ids
 
     env = turngym.make(cfg.env.id, **cfg.env.kwargs)
     try:

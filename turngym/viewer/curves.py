@@ -311,3 +311,58 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None, title: str |
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def histogram(
+    counts: dict[str, dict[int, int]],
+    title: str,
+    x_label: str,
+    colours: dict[str, str],
+    width: int = 520,
+    height: int = 250,
+) -> str:
+    """Stacked bars: ``counts[label][value]`` episodes per integer value, one colour per label."""
+    values = sorted({v for c in counts.values() for v in c})
+    if not values:
+        return ""
+    lo, hi = values[0], values[-1]
+    bin_width = max(1, math.ceil((hi - lo + 1) / 30))  # at most 30 bars
+    bins = list(range(lo - lo % bin_width, hi + 1, bin_width))
+    stacked = {
+        b: {label: sum(n for v, n in c.items() if b <= v < b + bin_width) for label, c in counts.items()} for b in bins
+    }
+    top_count = max(sum(s.values()) for s in stacked.values())
+    yt = nice_ticks(0, top_count, integer=True)
+    left, right, bottom = 46, 14, 42
+    legend, legend_h = chart_legend([(label, colours[label]) for label in counts], left, width - right)
+    top, height = 36 + legend_h, height + legend_h
+    plot_w, plot_h = width - left - right, height - top - bottom
+    bar_w = plot_w / len(bins)
+
+    def sy(y: float) -> float:
+        return height - bottom - y / (yt[-1] or 1) * plot_h
+
+    parts = chart_frame(title, width, height, left, right, yt, sy)
+    label_every = max(1, math.ceil(len(bins) / 12))
+    for i, b in enumerate(bins):
+        base = 0
+        x = left + i * bar_w
+        for label, n in stacked[b].items():
+            if n:
+                parts.append(
+                    f'<rect x="{x + 1:.1f}" y="{sy(base + n):.1f}" width="{max(bar_w - 2, 1):.1f}" '
+                    f'height="{sy(base) - sy(base + n):.1f}" fill="{colours[label]}">'
+                    f"<title>{html.escape(label)}: {n} episodes, {b}"
+                    f"{'' if bin_width == 1 else f'-{b + bin_width - 1}'} turns</title></rect>"
+                )
+                base += n
+        if i % label_every == 0:
+            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle">{b}</text>')
+    parts.append(
+        f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
+        f'class="axis-label">{html.escape(x_label)}</text>'
+    )
+    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
+    parts += legend
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,8 +1,9 @@
 """Turn Trajectory JSONL into what the viewer and the report show.
 
 Everything here is a plain function of records: episode summaries (one row of the episode
-list), episode views (the turns, trimmed of token ids), and the alignment of a group's
-rollouts on shared ``state_key``s.
+list), episode views (the turns, trimmed of token ids), the alignment of a group's
+rollouts on shared ``state_key``s, and ``read_run``: a run's episodes, per-file rates, metrics
+and env versions, as the report shows them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from turngym.core.records import Step, Trajectory, iter_jsonl
+from turngym.core.runs import read_metrics, summarize
+from turngym.core.versions import hashes_note
 
 #: the span names the viewer colours; others are shown with a neutral colour
 SPAN_NAMES = ("think", "subgoal", "switch", "action", "tool_call")
@@ -268,3 +271,67 @@ def _finite(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    root, files = find_run_files(path)
+    splits = config_splits(root) if path.is_dir() else {}
+    episodes: list[dict[str, Any]] = []
+    per_file: list[dict[str, Any]] = []
+    unreadable: list[str] = []
+    for f in files:
+        name = f.relative_to(root).as_posix()
+        try:
+            trajs = load_file(f)
+        except ValueError as e:  # one bad file must not cost the report of a whole run
+            unreadable.append(str(e))
+            continue
+        rows = [summarize_episode(t, i, name, splits) | {"file": name} for i, t in enumerate(trajs)]
+        episodes += rows
+        folder = name.split("/")[0] if "/" in name else ""
+        per_file.append({"file": name, "folder": folder, **episode_rates(rows), "update": update_number(name)})
+    metrics = read_metrics(root / "metrics.jsonl") if path.is_dir() else []
+    # every file's and every metrics row's env version, to say so when they differ
+    versions = [(f"{e['file']} {e['trajectory_id']}", e["env_id"], e["env_hash"]) for e in episodes]
+    versions += [
+        (f"metrics.jsonl update {r.get('update')}", str(r.get("env_id")), r.get("env_hash"))
+        for r in metrics
+        if isinstance(r.get("env_hash"), str)
+    ]
+    config = (
+        (root / "config.yaml").read_text(encoding="utf-8", errors="replace")
+        if path.is_dir() and (root / "config.yaml").is_file()
+        else ""
+    )
+    return {
+        "path": path,
+        "root": root,
+        "episodes": episodes,
+        "per_file": per_file,
+        "metrics": metrics,
+        "config": config,
+        "unreadable": unreadable,
+        "env_hashes": sorted({h for _, _, h in versions if h}),
+        "version_note": hashes_note(versions),
+    }
+
+
+def episode_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``summarize`` over viewer episode rows (None where nothing is scorable), with the turns of
+    all of them and the share of those whose action the env rejected."""
+    steps = sum(r["length"] for r in rows)
+    return {
+        **summarize(rows, empty=None),
+        "steps": steps,
+        "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None,
+    }
+
+
+def latest_files(per_file: list[dict[str, Any]]) -> list[str]:
+    """The files that say how the agent does now: of a trainer's per-update files in a folder only
+    the last update's, every other file whole."""
+    last: dict[str, int] = {}
+    for f in per_file:
+        if f["update"] is not None:
+            last[f["folder"]] = max(last.get(f["folder"], -1), f["update"])
+    return [f["file"] for f in per_file if f["update"] is None or f["update"] == last[f["folder"]]]

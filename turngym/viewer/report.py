@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import html
-import math
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -23,18 +22,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from turngym.core.runs import read_metrics, summarize
-from turngym.core.versions import hashes_note
-from turngym.viewer import data
 from turngym.viewer.curves import (
     LEARNING_KEYS,
-    chart_frame,
-    chart_legend,
+    histogram,
     learning_panels,
     line_chart,
     metric_panels,
-    nice_ticks,
 )
+from turngym.viewer.data import episode_rates, latest_files, read_run
 
 DEFAULT_PORT = 8765  # the port `turngym view` uses by default; the report's links point there
 GREEN, RED, AMBER = "#16a34a", "#dc2626", "#d97706"
@@ -59,117 +54,6 @@ def write_report(
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)  # readers never see half a report
     return out
-
-
-# ----- gathering --------------------------------------------------------------------------------
-def read_run(path: Path) -> dict[str, Any]:
-    root, files = data.find_run_files(path)
-    splits = data.config_splits(root) if path.is_dir() else {}
-    episodes: list[dict[str, Any]] = []
-    per_file: list[dict[str, Any]] = []
-    unreadable: list[str] = []
-    for f in files:
-        name = f.relative_to(root).as_posix()
-        try:
-            trajs = data.load_file(f)
-        except ValueError as e:  # one bad file must not cost the report of a whole run
-            unreadable.append(str(e))
-            continue
-        rows = [data.summarize_episode(t, i, name, splits) | {"file": name} for i, t in enumerate(trajs)]
-        episodes += rows
-        folder = name.split("/")[0] if "/" in name else ""
-        per_file.append({"file": name, "folder": folder, **_rates(rows), "update": data.update_number(name)})
-    metrics = read_metrics(root / "metrics.jsonl") if path.is_dir() else []
-    # every file's and every metrics row's env version, to say so when they differ
-    versions = [(f"{e['file']} {e['trajectory_id']}", e["env_id"], e["env_hash"]) for e in episodes]
-    versions += [
-        (f"metrics.jsonl update {r.get('update')}", str(r.get("env_id")), r.get("env_hash"))
-        for r in metrics
-        if isinstance(r.get("env_hash"), str)
-    ]
-    config = (
-        (root / "config.yaml").read_text(encoding="utf-8", errors="replace")
-        if path.is_dir() and (root / "config.yaml").is_file()
-        else ""
-    )
-    return {
-        "path": path,
-        "root": root,
-        "episodes": episodes,
-        "per_file": per_file,
-        "metrics": metrics,
-        "config": config,
-        "unreadable": unreadable,
-        "env_hashes": sorted({h for _, _, h in versions if h}),
-        "version_note": hashes_note(versions),
-    }
-
-
-def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``summarize`` over viewer episode rows (None where nothing is scorable), with the turns of
-    all of them and the share of those whose action the env rejected."""
-    steps = sum(r["length"] for r in rows)
-    return {
-        **summarize(rows, empty=None),
-        "steps": steps,
-        "invalid_rate": sum(r["invalid_actions"] for r in rows) / steps if steps else None,
-    }
-
-
-# ----- SVG charts (the line charts are turngym.viewer.curves') ----------------------------------
-def histogram(
-    counts: dict[str, dict[int, int]],
-    title: str,
-    x_label: str,
-    colours: dict[str, str],
-    width: int = 520,
-    height: int = 250,
-) -> str:
-    """Stacked bars: ``counts[label][value]`` episodes per integer value, one colour per label."""
-    values = sorted({v for c in counts.values() for v in c})
-    if not values:
-        return ""
-    lo, hi = values[0], values[-1]
-    bin_width = max(1, math.ceil((hi - lo + 1) / 30))  # at most 30 bars
-    bins = list(range(lo - lo % bin_width, hi + 1, bin_width))
-    stacked = {
-        b: {label: sum(n for v, n in c.items() if b <= v < b + bin_width) for label, c in counts.items()} for b in bins
-    }
-    top_count = max(sum(s.values()) for s in stacked.values())
-    yt = nice_ticks(0, top_count, integer=True)
-    left, right, bottom = 46, 14, 42
-    legend, legend_h = chart_legend([(label, colours[label]) for label in counts], left, width - right)
-    top, height = 36 + legend_h, height + legend_h
-    plot_w, plot_h = width - left - right, height - top - bottom
-    bar_w = plot_w / len(bins)
-
-    def sy(y: float) -> float:
-        return height - bottom - y / (yt[-1] or 1) * plot_h
-
-    parts = chart_frame(title, width, height, left, right, yt, sy)
-    label_every = max(1, math.ceil(len(bins) / 12))
-    for i, b in enumerate(bins):
-        base = 0
-        x = left + i * bar_w
-        for label, n in stacked[b].items():
-            if n:
-                parts.append(
-                    f'<rect x="{x + 1:.1f}" y="{sy(base + n):.1f}" width="{max(bar_w - 2, 1):.1f}" '
-                    f'height="{sy(base) - sy(base + n):.1f}" fill="{colours[label]}">'
-                    f"<title>{html.escape(label)}: {n} episodes, {b}"
-                    f"{'' if bin_width == 1 else f'-{b + bin_width - 1}'} turns</title></rect>"
-                )
-                base += n
-        if i % label_every == 0:
-            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle">{b}</text>')
-    parts.append(
-        f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle" '
-        f'class="axis-label">{html.escape(x_label)}</text>'
-    )
-    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" class="axis"/>')
-    parts += legend
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 # ----- HTML -------------------------------------------------------------------------------------
@@ -200,7 +84,7 @@ def build_report(path: Path, viewer_port: int = DEFAULT_PORT, warn: Callable[[st
     if run["version_note"] and warn is not None:
         warn(run["version_note"])
     eps = run["episodes"]
-    totals = _rates(eps)
+    totals = episode_rates(eps)
     name = Path(path).resolve().name
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [
@@ -297,16 +181,6 @@ def _curves_section(run: dict[str, Any]) -> str:
     return '<h2 id="curves">Learning curves</h2><div class="charts">' + "".join(charts) + "</div>"
 
 
-def latest_files(per_file: list[dict[str, Any]]) -> list[str]:
-    """The files that say how the agent does now: of a trainer's per-update files in a folder only
-    the last update's, every other file whole."""
-    last: dict[str, int] = {}
-    for f in per_file:
-        if f["update"] is not None:
-            last[f["folder"]] = max(last.get(f["folder"], -1), f["update"])
-    return [f["file"] for f in per_file if f["update"] is None or f["update"] == last[f["folder"]]]
-
-
 def _success_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) -> str:
     if not eps:
         return '<h2 id="success">Success by task type and split</h2><p class="muted">No episodes.</p>'
@@ -334,7 +208,7 @@ def _success_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) 
     for t in rows_:
         tds = []
         for s in columns:
-            rates = _rates(cells.get((t, s), []))
+            rates = episode_rates(cells.get((t, s), []))
             tds.append(
                 '<td class="num">–</td>'
                 if not rates["episodes"]
@@ -376,7 +250,7 @@ def _invalid_section(eps: list[dict[str, Any]], per_file: list[dict[str, Any]]) 
         groups[(e["split"], e["task_type"])].append(e)
     rows = []
     for (split, ttype), members in sorted(groups.items()):
-        r = _rates(members)
+        r = episode_rates(members)
         rows.append(
             f'<tr><td>{_e(split)}</td><td>{_e(ttype)}</td><td class="num">{r["steps"]}</td>'
             f'<td class="num">{sum(m["invalid_actions"] for m in members)}</td>'

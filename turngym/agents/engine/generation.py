@@ -268,16 +268,7 @@ def generate(
             tokens[row].append(tok)
             logprobs[row].append(lp_list[b])
             entropies[row].append(ent_list[b])
-            finish = None
-            if tok in eos_ids:
-                finish = ("stop", True, None)
-            elif checks_text:
-                text = decode(tokens[row])
-                hit = _first_stop(text, stop)
-                if hit is not None:
-                    finish = ("stop", False, hit)
-                elif stop_when is not None and stop_when(text):
-                    finish = ("stop", False, None)
+            finish = _finish(tok, tokens[row], eos_ids, decode if checks_text else None, stop, stop_when)
             if finish is None and step == max_new_tokens - 1:
                 finish = ("length", False, None)
             if finish is None:
@@ -303,20 +294,49 @@ def generate(
             chosen = chosen.index_select(0, index)
             live = [live[b] for b in keep]
         attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
-        if direct:
-            logits, kv = direct(chosen, positions, attention, kv)
-        else:
-            with layer_output(model, keep_layer) as kept:
-                logits, past = forward_with_cache(
-                    model,
-                    past,
-                    input_ids=chosen.unsqueeze(-1),
-                    attention_mask=attention,
-                    position_ids=positions.unsqueeze(-1),
-                )
-            kv = _with_states(to_layers(past), kv[-1][0], kept[0]) if keep_layer else to_layers(past)
+        logits, kv, past = _step(model, direct, chosen, positions, attention, kv, past, keep_layer)
         positions = positions + 1
     return results
+
+
+def _finish(
+    tok: int,
+    row_tokens: list[int],
+    eos_ids: set[int],
+    decode: Callable[[list[int]], str] | None,
+    stop: Sequence[str],
+    stop_when: Callable[[str], bool] | None,
+) -> tuple[str, bool, str | None] | None:
+    """How a row ends with token ``tok`` (the last of ``row_tokens``): (reason, ended on an eos
+    token, the stop string hit), or None when it goes on. ``decode`` None: no text checks."""
+    if tok in eos_ids:
+        return ("stop", True, None)
+    if decode is not None:
+        text = decode(row_tokens)
+        hit = _first_stop(text, stop)
+        if hit is not None:
+            return ("stop", False, hit)
+        if stop_when is not None and stop_when(text):
+            return ("stop", False, None)
+    return None
+
+
+def _step(model, direct, chosen, positions, attention, kv, past, keep_layer: int):
+    """Feed each live row its chosen token: (next logits, the per-layer caches, the module stack's
+    cache object, None with a direct step)."""
+    if direct:
+        logits, kv = direct(chosen, positions, attention, kv)
+        return logits, kv, past
+    with layer_output(model, keep_layer) as kept:
+        logits, past = forward_with_cache(
+            model,
+            past,
+            input_ids=chosen.unsqueeze(-1),
+            attention_mask=attention,
+            position_ids=positions.unsqueeze(-1),
+        )
+    kv = _with_states(to_layers(past), kv[-1][0], kept[0]) if keep_layer else to_layers(past)
+    return logits, kv, past
 
 
 def length_chunks(lengths: Sequence[int], slack: float) -> list[list[int]]:

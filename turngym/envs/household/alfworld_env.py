@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from turngym.core.env import TurnEnv, state_key
+from turngym.core.env import TurnEnv
+from turngym.core.keys import state_key
 from turngym.core.task import Validation
 from turngym.envs.household.engine import NOT_ADMISSIBLE
 

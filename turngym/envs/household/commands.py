@@ -1,10 +1,17 @@
 """How a household command is read before the engine runs it: strictly as ALFWorld 0.4.2 does,
 with the ReAct-era ``put O in/on R`` too (``legacy_command``), or forgiving case, punctuation,
-articles and phrasing (``lenient_command``)."""
+articles and phrasing (``lenient_command``); and which commands a state admits
+(``admissible_commands``, which the engine caches)."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+from turngym.envs.household import data
+
+if TYPE_CHECKING:
+    from turngym.envs.household.engine import World
 
 _PUT = re.compile(r"^(?:put|place|move) (.+?) (?:in/on|into|onto|in|on|to) (.+)$")
 _ARTICLES = re.compile(r"\b(?:the|a|an|some)\b ")
@@ -41,3 +48,48 @@ def lenient_command(text: str) -> str:
     elif s.startswith("go ") and not s.startswith("go to "):
         s = "go to " + s[3:]
     return s
+
+
+# verb -> (flag set it adds, flag set it removes, appliance types, the blueprint's capable objects)
+TREAT = {
+    "heat": ("hot", "cool", data.HEATERS, "heatable"),
+    "cool": ("cool", "hot", data.COOLERS, "coolable"),
+    "clean": ("clean", None, data.CLEANERS, "cleanable"),
+}
+
+
+def admissible_commands(world: World, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
+    """The sorted commands open to an agent at ``spot`` (``recs`` its receptacles) holding ``held``."""
+    blueprint = world.blueprint
+    out = [*blueprint.goto[spot], "help", "inventory", "look"]
+    held_type = blueprint.obj_type[held] if held is not None else None
+    knife = held_type in data.KNIVES
+    if held is not None:
+        out.append(f"examine {held}")
+    for rec in recs:
+        out.append(f"examine {rec}")
+        if rec in blueprint.openable:
+            out.append(f"close {rec}" if rec in world.opened else f"open {rec}")
+        open_now = world.accessible(rec)
+        for obj in world.contents[rec]:
+            if obj in blueprint.toggleable:
+                out.append(f"use {obj}")
+            if open_now and held is None and obj in blueprint.pickupable:
+                out.append(f"take {obj} from {rec}")
+            if knife and obj in blueprint.sliceable and world.spots_of is None:
+                out.append(f"slice {obj} with {held}")  # closed or not: ALFWorld checks the spot only
+        if held is None:
+            continue
+        if open_now and held_type in blueprint.can_contain.get(blueprint.rec_type[rec], ()):
+            out.append(f"move {held} to {rec}")
+        for verb, (_, _, appliances, capable) in TREAT.items():
+            if blueprint.rec_type[rec] in appliances and held in getattr(blueprint, capable):
+                out.append(f"{verb} {held} with {rec}")
+    if knife and world.spots_of is not None:  # a game file's objects: where they are located
+        out += [
+            f"slice {o} with {held}" for o in world.located_here(recs[0] if recs else None) if o in blueprint.sliceable
+        ]
+    # no duplicates to drop: each command names a distinct thing (an object lies in one
+    # receptacle); the "go to" list and help/inventory/look form one sorted run already,
+    # so the sort merges in the few local commands
+    return sorted(out)

@@ -32,10 +32,11 @@ import hashlib
 from bisect import bisect
 
 from turngym.envs.household import data
+from turngym.envs.household.commands import TREAT, admissible_commands
 from turngym.envs.household.generator import Blueprint
+from turngym.envs.household.wording import HELP, joined_names, listing
 
 NOTHING = "Nothing happens."
-HEADER = "-= Welcome to TextWorld, ALFRED! =-"
 READ_ONLY = ("look", "inventory", "examine ", "help")  # commands that never change the state
 _FLAG_VERBS = frozenset({"open", "close", "heat", "cool", "clean", "use", "slice"})
 NOT_ADMISSIBLE = "not an admissible command"
@@ -43,29 +44,6 @@ NOT_ADMISSIBLE = "not an admissible command"
 # process, emptied when full (~1 kB an entry)
 ADMISSIBLE_CACHE_SIZE = 65_536
 _admissible_cache: dict[tuple, list[str]] = {}
-# verb -> (flag set it adds, flag set it removes, appliance types, the blueprint's capable objects)
-_TREAT = {
-    "heat": ("hot", "cool", data.HEATERS, "heatable"),
-    "cool": ("cool", "hot", data.COOLERS, "coolable"),
-    "clean": ("clean", None, data.CLEANERS, "cleanable"),
-}
-# ALFWorld's help text (alfred.twl2), word for word (its leading newline does not show)
-HELP = (
-    "Available commands:\n"
-    "  look:                             look around your current location\n"
-    "  inventory:                        check your current inventory\n"
-    "  go to (receptacle):               move to a receptacle\n"
-    "  open (receptacle):                open a receptacle\n"
-    "  close (receptacle):               close a receptacle\n"
-    "  take (object) from (receptacle):  take an object from a receptacle\n"
-    "  move (object) to (receptacle):  place an object in or on a receptacle\n"
-    "  examine (something):              examine a receptacle or an object\n"
-    "  use (object):                     use an object\n"
-    "  heat (object) with (receptacle):  heat an object using a receptacle\n"
-    "  clean (object) with (receptacle): clean an object using a receptacle\n"
-    "  cool (object) with (receptacle):  cool an object using a receptacle\n"
-    "  slice (object) with (object):     slice an object using a sharp object\n"
-)
 
 
 class Agent:
@@ -180,53 +158,16 @@ class World:
                 tuple([contents[r] for r in recs]),
             )
         if self.spots_of is not None:
-            key += (tuple(self._located_here(a.location)),)
+            key += (tuple(self.located_here(a.location)),)
         cache = _admissible_cache
         hit = cache.get(key)
         if hit is None:
             if len(cache) >= ADMISSIBLE_CACHE_SIZE:  # bound memory on long runs
                 cache.clear()
             spot = None if a.location is None else self.blueprint.spot[a.location]
-            hit = cache[key] = self._commands(spot, recs, held)
+            hit = cache[key] = admissible_commands(self, spot, recs, held)
         self._last_admissible = (agent, self._version, hit)
         return hit
-
-    def _commands(self, spot: str | None, recs: tuple[str, ...], held: str | None) -> list[str]:
-        blueprint = self.blueprint
-        out = [*blueprint.goto[spot], "help", "inventory", "look"]
-        held_type = blueprint.obj_type[held] if held is not None else None
-        knife = held_type in data.KNIVES
-        if held is not None:
-            out.append(f"examine {held}")
-        for rec in recs:
-            out.append(f"examine {rec}")
-            if rec in blueprint.openable:
-                out.append(f"close {rec}" if rec in self.opened else f"open {rec}")
-            open_now = self.accessible(rec)
-            for obj in self.contents[rec]:
-                if obj in blueprint.toggleable:
-                    out.append(f"use {obj}")
-                if open_now and held is None and obj in blueprint.pickupable:
-                    out.append(f"take {obj} from {rec}")
-                if knife and obj in blueprint.sliceable and self.spots_of is None:
-                    out.append(f"slice {obj} with {held}")  # closed or not: ALFWorld checks the spot only
-            if held is None:
-                continue
-            if open_now and held_type in blueprint.can_contain.get(blueprint.rec_type[rec], ()):
-                out.append(f"move {held} to {rec}")
-            for verb, (_, _, appliances, capable) in _TREAT.items():
-                if blueprint.rec_type[rec] in appliances and held in getattr(blueprint, capable):
-                    out.append(f"{verb} {held} with {rec}")
-        if knife and self.spots_of is not None:  # a game file's objects: where they are located
-            out += [
-                f"slice {o} with {held}"
-                for o in self._located_here(recs[0] if recs else None)
-                if o in blueprint.sliceable
-            ]
-        # no duplicates to drop: each command names a distinct thing (an object lies in one
-        # receptacle); the "go to" list and help/inventory/look form one sorted run already,
-        # so the sort merges in the few local commands
-        return sorted(out)
 
     # ----- rules ----------------------------------------------------------------------------------
     def execute(self, agent: str, command: str) -> tuple[str, bool]:
@@ -291,9 +232,9 @@ class World:
                     self.next_to.add(obj)
                     self._flags_text = None
             return f"You move the {obj} to the {rec}.", True
-        if verb in _TREAT:
+        if verb in TREAT:
             obj, _, appliance = rest.partition(" with ")
-            flag, undo, _, _ = _TREAT[verb]
+            flag, undo, _, _ = TREAT[verb]
             getattr(self, flag).add(obj)
             if undo:  # heating a cold thing makes it hot, not both
                 getattr(self, undo).discard(obj)
@@ -323,13 +264,13 @@ class World:
         if rec in self.blueprint.openable:
             if rec not in self.opened:
                 return f"The {rec} is closed."
-            return f"The {rec} is open. In it, you see {_listing(self.contents[rec])}."
-        return f"On the {rec}, you see {_listing(self.contents[rec])}."
+            return f"The {rec} is open. In it, you see {listing(self.contents[rec])}."
+        return f"On the {rec}, you see {listing(self.contents[rec])}."
 
     def describe_object(self, obj: str) -> str:
         """ALFWorld's examineObject wording, first matching rule wins (alfred.twl2)."""
         if obj in self.blueprint.receptacle_objects:
-            return f"This is a normal {obj}. In it, you see {_listing(self.blueprint.inner.get(obj, ()))}."
+            return f"This is a normal {obj}. In it, you see {listing(self.blueprint.inner.get(obj, ()))}."
         clean, hot, cool = obj in self.clean, obj in self.hot, obj in self.cool
         sliced = " sliced" if obj in self.sliced else ""
         if clean and (hot or cool):
@@ -358,13 +299,13 @@ class World:
         if len(blueprint.rooms) == 1:
             return (
                 "You are in the middle of a room. Looking quickly around you, you see "
-                f"{_listing(blueprint.receptacles)}."
+                f"{listing(blueprint.receptacles)}."
             )
         parts = []
         for room in blueprint.rooms:
             recs = [r for r in blueprint.receptacles if blueprint.rec_room[r] == room]
-            parts.append(f"In the {data.ROOM_NAMES[room]}, you see {_listing(recs)}.")
-        rooms = _listing([data.ROOM_NAMES[r] for r in blueprint.rooms])
+            parts.append(f"In the {data.ROOM_NAMES[room]}, you see {listing(recs)}.")
+        rooms = listing([data.ROOM_NAMES[r] for r in blueprint.rooms])
         return f"You are in the middle of a house with {rooms}. " + " ".join(parts)
 
     def overview(self) -> str:
@@ -392,9 +333,9 @@ class World:
                 ),
                 key=self.blueprint.order.__getitem__,
             )
-        return f"You are facing the {_names(list(recs))}. Next to it, you see {_listing(near)}."
+        return f"You are facing the {joined_names(list(recs))}. Next to it, you see {listing(near)}."
 
-    def _located_here(self, rec: str | None) -> list[str]:
+    def located_here(self, rec: str | None) -> list[str]:
         """Objects a game file places at the spot of ``rec`` (ALFWorld's objectAtLocation)."""
         if rec is None:
             return []
@@ -467,18 +408,3 @@ class World:
             "lit": sorted(self.lit),
             "next_to": sorted(self.next_to),
         }
-
-
-def _listing(names: list[str] | tuple[str, ...]) -> str:
-    """ALFWorld's lists: always "a" (even "a apple 1"), ", and " before the last, even of two."""
-    if not names:
-        return "nothing"
-    if len(names) == 1:
-        return f"a {names[0]}"
-    return "a " + ", a ".join(names[:-1]) + ", and a " + names[-1]
-
-
-def _names(items: list[str]) -> str:
-    if len(items) == 1:
-        return items[0]
-    return ", ".join(items[:-1]) + ", and " + items[-1]

@@ -11,15 +11,11 @@ from turngym.core.env import TurnEnv
 from turngym.core.task import Validation
 from turngym.envs.household import alfworld_files, generator
 from turngym.envs.household.commands import legacy_command, lenient_command
-from turngym.envs.household.engine import (
-    HEADER,
-    NOT_ADMISSIBLE,
-    READ_ONLY,
-    World,
-)
+from turngym.envs.household.engine import NOT_ADMISSIBLE, READ_ONLY, World
 from turngym.envs.household.expert import expert_action
 from turngym.envs.household.generator import Blueprint
 from turngym.envs.household.tasks import LOOK, Goal, goal_progress
+from turngym.envs.household.wording import HEADER
 
 AGENT = "agent"
 # commands that cannot change any goal's progress (goals read hands, places, treatments and lit

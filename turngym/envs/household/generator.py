@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
 from turngym.envs.household import data
-from turngym.envs.household.tasks import Goal, goal_text
+from turngym.envs.household.ids import id_order, pddl_ids
+from turngym.envs.household.tasks import Goal, choose_goals, goal_options, goal_text
 
 SPLIT_SIZES = {"train": 3553, "valid_seen": 140, "valid_unseen": 134, "test": 504}  # test: 21 per test plan
 SPLITS = tuple(SPLIT_SIZES)
@@ -120,7 +121,7 @@ class Blueprint:
             self.can_contain = data.ACCEPTS
         # ALFWorld lists things in the order of their ids (see pddl_ids; the same order is
         # computed here without building the ids, which only the exporter needs)
-        names = sorted(types, key=self.ids.__getitem__ if self.ids else _id_order(types))
+        names = sorted(types, key=self.ids.__getitem__ if self.ids else id_order(types))
         self.order = {n: i for i, n in enumerate(names)}
         self.receptacles = tuple(
             sorted(self.receptacles, key=lambda r: (self.rooms.index(self.rec_room[r]), self.order[r]))
@@ -154,45 +155,6 @@ class _GoTo(dict):
         recs = self.spot_recs[spot]
         value = self[spot] = [c for c in self[None] if c[6:] not in recs]
         return value
-
-
-def _id_order(types: dict[str, str]):
-    """Sort key equal to sorting by pddl_ids: (id prefix, rank); every prefix ends in "_bar_"
-    and no type holds "_", so no prefix begins another and the tuples sort like the strings."""
-    counts: dict[str, int] = {}
-    for t in types.values():
-        counts[t] = counts.get(t, 0) + 1
-
-    def key(name: str) -> tuple[str, int]:
-        t = types[name]
-        return _ID_PREFIX.get(t) or _prefix(t), counts[t] - int(name.rpartition(" ")[2])
-
-    return key
-
-
-_ID_PREFIX: dict[str, str] = {}
-
-
-def _prefix(t: str) -> str:
-    value = _ID_PREFIX[t] = f"{t[:-5]}_bar_" if t.endswith("basin") else f"{t}_bar_"
-    return value
-
-
-def pddl_ids(types: dict[str, str]) -> dict[str, str]:
-    """ALFWorld-style PDDL ids for names "<type> <n>" such that ALFWorld's own renaming (sort the
-    ids, then hand out numbers per type from the highest down) gives back the same names:
-    "cabinet 3" of 3 -> "cabinet_bar_000". Basins keep ALFWorld's shape ("sink_bar_000_bar_sinkbasin")."""
-    counts: dict[str, int] = {}
-    for t in types.values():
-        counts[t] = counts.get(t, 0) + 1
-    ids = {}
-    for name, t in types.items():
-        rank = counts[t] - int(name.rpartition(" ")[2])
-        if t.endswith("basin"):
-            ids[name] = f"{t[:-5]}_bar_{rank:03d}_bar_{t}"
-        else:
-            ids[name] = f"{t}_bar_{rank:03d}"
-    return ids
 
 
 # ----- layouts ---------------------------------------------------------------------------------
@@ -245,7 +207,7 @@ def task_ids(kind: str, split: str) -> tuple[str, ...]:
 
 def _feasible(room: str, plan: int, tasks: str) -> bool:
     """Every task of ``tasks`` ('+'-joined) has a goal that ALFWorld's tables allow on ``plan``."""
-    return all(_goal_options(t, (room_layout(room, plan),), ()) for t in tasks.split("+"))
+    return all(goal_options(t, (room_layout(room, plan),), ()) for t in tasks.split("+"))
 
 
 def _test_world(kind: str, room: str, room_tasks: tuple[str, ...], j: int, rng: random.Random) -> tuple[str, str]:
@@ -309,7 +271,7 @@ def build_blueprint(task_id: str) -> Blueprint:
         layouts = [_easy_layout(layouts[0], rng)]
 
     rec_type, rec_room, spot, room_recs, fits = _receptacles(tuple(layouts))
-    goals = _choose_goals(task_list, layouts, rng)
+    goals = choose_goals(task_list, layouts, rng)
 
     # the goal's objects never start where the goal wants them (it would be met at once)
     excluded: dict[str, set[str]] = {}  # object type -> receptacle types it must not start in
@@ -418,57 +380,3 @@ def _easy_layout(base: RoomLayout, rng: random.Random) -> RoomLayout:
     chosen = rng.sample(types, min(EASY_RECEPTACLES, len(types)))
     objects = tuple(o for o in base.object_types if sum(o in data.ACCEPTS[t] for t in chosen) >= 2)
     return RoomLayout(base.room_type, base.index, tuple((t, i) for i, t in enumerate(chosen)), objects, ())
-
-
-def _choose_goals(task_list: list[str], layouts: list[RoomLayout], rng: random.Random) -> tuple[Goal, ...]:
-    goals: list[Goal] = []
-    for task_type in task_list:
-        options = _goal_options(task_type, tuple(layouts), tuple(goals))
-        fresh = [g for g in options if all(g.obj_type != old.obj_type for old in goals)]
-        options = fresh or options
-        if not options:  # task_ids only names feasible ones; keep the error readable
-            raise RuntimeError(f"no feasible {task_type} goal in {[lay.room_type for lay in layouts]}")
-        goals.append(rng.choice(options))
-    return tuple(goals)
-
-
-@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many blueprints
-def _goal_options(task_type: str, layouts: tuple[RoomLayout, ...], earlier: tuple[Goal, ...]) -> tuple[Goal, ...]:
-    """Every feasible goal of a task type; a goal repeating an earlier goal's object type must
-    name another receptacle type (so it is not met by the earlier one, and both can start)."""
-    rec_types = sorted({t for lay in layouts for t, _ in lay.receptacles})
-    taken = {(g.obj_type, g.rec_type) for g in earlier}
-    blocked: dict[str, set[str]] = {}
-    for g in earlier:
-        if g.task_type != "look_at_obj_in_light":
-            blocked.setdefault(g.obj_type, set()).add(g.rec_type)
-    options = []
-    for lay in layouts:
-        room_types = {t for t, _ in lay.receptacles}
-        for otype in lay.object_types:
-            if task_type == "look_at_obj_in_light":
-                options += [Goal(task_type, otype, lamp) for lamp in lay.lamps if (otype, lamp) not in taken]
-                continue
-            capable, appliances = _processing(task_type)
-            if capable is not None and (otype not in capable or not appliances & set(rec_types)):
-                continue
-            for rtype in rec_types:
-                if otype not in data.ACCEPTS[rtype] or rtype in appliances or (otype, rtype) in taken:
-                    continue
-                if rtype in {g.rec_type for g in earlier if g.obj_type == otype}:
-                    continue
-                # the objects need a spot to start from in their own room, outside every goal
-                # receptacle type of theirs
-                avoid = blocked.get(otype, set()) | {rtype}
-                if any(otype in data.ACCEPTS[t] and t not in avoid for t in room_types):
-                    options.append(Goal(task_type, otype, rtype))
-    return tuple(sorted(set(options)))
-
-
-def _processing(task_type: str) -> tuple[frozenset[str] | None, frozenset[str]]:
-    """(object types that can take the treatment, appliance types) of a task type."""
-    return {
-        "pick_heat_then_place": (data.HEATABLE, data.HEATERS),
-        "pick_cool_then_place": (data.COOLABLE, data.COOLERS),
-        "pick_clean_then_place": (data.CLEANABLE, data.CLEANERS),
-    }.get(task_type, (None, frozenset()))

@@ -1,4 +1,5 @@
-"""The six ALFWorld task types: goal checks (on types, not instances), progress, goal phrasings.
+"""The six ALFWorld task types: goal checks (on types, not instances), progress, goal phrasings,
+and the feasible goals of a task type on given floor plans (what a blueprint draws from).
 
 A ``Goal`` is (task type, object type, receptacle type); for ``look_at_obj_in_light`` the third
 field is the lamp type. Checks read a ``World`` (engine.py) and hold for any agent, so a team of
@@ -8,12 +9,14 @@ agents sharing one world solves a goal together.
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from turngym.envs.household import data
 
 if TYPE_CHECKING:
     from turngym.envs.household.engine import World
+    from turngym.envs.household.generator import RoomLayout
 
 LOOK = "look_at_obj_in_light"
 TWO = "pick_two_obj_and_place"
@@ -111,3 +114,57 @@ def goal_progress(world: World, goal: Goal) -> float:
     if any(rec_type.get(world.where[o]) == goal.rec_type for o in done):
         return 1.0
     return 2 / 3 if done else held / 3
+
+
+def choose_goals(task_list: list[str], layouts: list[RoomLayout], rng: random.Random) -> tuple[Goal, ...]:
+    goals: list[Goal] = []
+    for task_type in task_list:
+        options = goal_options(task_type, tuple(layouts), tuple(goals))
+        fresh = [g for g in options if all(g.obj_type != old.obj_type for old in goals)]
+        options = fresh or options
+        if not options:  # task_ids only names feasible ones; keep the error readable
+            raise RuntimeError(f"no feasible {task_type} goal in {[lay.room_type for lay in layouts]}")
+        goals.append(rng.choice(options))
+    return tuple(goals)
+
+
+@lru_cache(maxsize=4096)  # one entry per (task, layouts, earlier goals): shared by many blueprints
+def goal_options(task_type: str, layouts: tuple[RoomLayout, ...], earlier: tuple[Goal, ...]) -> tuple[Goal, ...]:
+    """Every feasible goal of a task type; a goal repeating an earlier goal's object type must
+    name another receptacle type (so it is not met by the earlier one, and both can start)."""
+    rec_types = sorted({t for lay in layouts for t, _ in lay.receptacles})
+    taken = {(g.obj_type, g.rec_type) for g in earlier}
+    blocked: dict[str, set[str]] = {}
+    for g in earlier:
+        if g.task_type != "look_at_obj_in_light":
+            blocked.setdefault(g.obj_type, set()).add(g.rec_type)
+    options = []
+    for lay in layouts:
+        room_types = {t for t, _ in lay.receptacles}
+        for otype in lay.object_types:
+            if task_type == "look_at_obj_in_light":
+                options += [Goal(task_type, otype, lamp) for lamp in lay.lamps if (otype, lamp) not in taken]
+                continue
+            capable, appliances = _processing(task_type)
+            if capable is not None and (otype not in capable or not appliances & set(rec_types)):
+                continue
+            for rtype in rec_types:
+                if otype not in data.ACCEPTS[rtype] or rtype in appliances or (otype, rtype) in taken:
+                    continue
+                if rtype in {g.rec_type for g in earlier if g.obj_type == otype}:
+                    continue
+                # the objects need a spot to start from in their own room, outside every goal
+                # receptacle type of theirs
+                avoid = blocked.get(otype, set()) | {rtype}
+                if any(otype in data.ACCEPTS[t] and t not in avoid for t in room_types):
+                    options.append(Goal(task_type, otype, rtype))
+    return tuple(sorted(set(options)))
+
+
+def _processing(task_type: str) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """(object types that can take the treatment, appliance types) of a task type."""
+    return {
+        "pick_heat_then_place": (data.HEATABLE, data.HEATERS),
+        "pick_cool_then_place": (data.COOLABLE, data.COOLERS),
+        "pick_clean_then_place": (data.CLEANABLE, data.CLEANERS),
+    }.get(task_type, (None, frozenset()))

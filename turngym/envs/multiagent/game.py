@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from turngym.core.env import StepInfo, state_key
+from turngym.core.env import StepInfo
+from turngym.core.keys import state_key
 from turngym.core.task import Validation
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from pettingzoo import AECEnv, ParallelEnv
 
-from turngym.core.env import episode_id, state_key
+from turngym.core.keys import episode_id, state_key
 from turngym.core.snapshot import Snapshot, check_origin, dump_state, load_state
 from turngym.core.spaces import UnicodeText
 from turngym.envs.multiagent.game import SeatTask, TextGame, agent_info, play
