@@ -29,7 +29,7 @@ import pytest
 import torch
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path[:0] = [str(TESTS), str(TESTS / "trainers")]  # the helpers, and the test modules it reuses
+sys.path[:0] = [str(TESTS / "support"), str(TESTS / "trainers")]  # the helpers, and the test modules it reuses
 
 import test_losses  # noqa: E402
 import test_must_learn as must  # noqa: E402

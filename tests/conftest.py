@@ -1,9 +1,10 @@
 import sys
 from pathlib import Path
 
-# tests/ is a package, so pytest puts the repo root on sys.path, not this folder; the helper
-# modules here are imported by their bare name (`import contract_env`) from every room.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/ is a package, so pytest puts the repo root on sys.path, not this folder; the shared
+# helper modules in tests/support are imported by their bare name (`import contract_env`) from
+# every room. A subprocess that needs them puts tests/support on its PYTHONPATH too.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import contract_env  # noqa: E402
 import faulty_env  # noqa: E402

@@ -20,7 +20,7 @@ def run_cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess
         capture_output=True,
         text=True,
         input=input,
-        env={"PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": f"{ROOT / 'tests' / 'support'}:{ROOT}", "PATH": "/usr/bin:/bin"},
         timeout=300,
     )
 

@@ -355,7 +355,7 @@ def test_plugin_envs_work_through_gymnasium_make_right_after_import():
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": f"{root / 'tests'}:{root}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": f"{root / 'tests' / 'support'}:{root}", "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("CounterEnv")

@@ -1,4 +1,4 @@
-"""Env snapshots: the property test per family (random walks, see tests/snapshot_walks.py) and the API's edges.
+"""Env snapshots: the property test per family (random walks, see tests/support/snapshot_walks.py) and the API's edges.
 
 Each family gets at least 1,000 walks, spread over its ids (the multi-agent family: 600 on the
 seat envs, 420 on the PettingZoo Parallel and AEC envs); a few per id run in the fast subset, the
@@ -14,9 +14,9 @@ import pickle
 
 import gymnasium as gym
 import pytest
+from snapshot_walks import check_pettingzoo_walk, check_walk
 
 import turngym
-from tests.snapshot_walks import check_pettingzoo_walk, check_walk
 from turngym.core.env import TurnEnv
 from turngym.core.snapshot import Snapshot, SnapshotUnsupported
 

@@ -1,4 +1,4 @@
-"""Snapshots of the code envs: the random-walk property test (tests/snapshot_walks.py) on
+"""Snapshots of the code envs: the random-walk property test (tests/support/snapshot_walks.py) on
 CodeHumanEval and CodeRepair, whose steps may run the sandbox.
 
 A sandbox run costs 0.1-1 s, so the fast subset walks 8 times per env and the ``slow`` marker
@@ -10,9 +10,9 @@ shell commands that change files, runs, submissions).
 from __future__ import annotations
 
 import pytest
+from snapshot_walks import check_walk
 
 import turngym
-from tests.snapshot_walks import check_walk
 from turngym import sandbox
 
 pytestmark = [

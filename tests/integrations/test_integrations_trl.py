@@ -352,7 +352,7 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
         "no",
         "--main_process_port",
         str(free_port()),
-        str(root / "tests" / "trl_turns.py"),
+        str(root / "tests" / "support" / "trl_turns.py"),
         str(tmp_path),
         "hgpo",
     ]

@@ -77,7 +77,7 @@ def test_verifiers_plays_a_turngym_env_with_a_real_model():
             out = subprocess.run(
                 [
                     str(python),
-                    str(ROOT / "tests" / "verifiers_episode.py"),
+                    str(ROOT / "tests" / "support" / "verifiers_episode.py"),
                     f"{relay}/v1",
                     "turngym/Household-v0",
                     "3",

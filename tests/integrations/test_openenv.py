@@ -42,7 +42,7 @@ def run_openenv_client(episodes: list[dict]) -> list[list[dict]]:
     out = subprocess.run(
         [
             str(openenv_python()),
-            str(ROOT / "tests" / "openenv_episode.py"),
+            str(ROOT / "tests" / "support" / "openenv_episode.py"),
             json.dumps({"episodes": episodes}),
         ],
         capture_output=True,

@@ -554,7 +554,7 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path):
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "support"), os.environ.get("PYTHONPATH", "")]),
     }
     proc = subprocess.Popen(
         [
@@ -812,7 +812,7 @@ def torchrun_train(tmp_path, cfg, processes: int = 2) -> str:
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "support"), os.environ.get("PYTHONPATH", "")]),
     }
     out = subprocess.run(
         [

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from junk_actions import JUNK
 
-from tests.junk_actions import JUNK
 from turngym.core.keys import state_key
 
 #: junk small enough to send hundreds of times a test

@@ -1,7 +1,7 @@
 """TurnGRPOTrainer on a Counter with dense, random-looking rewards with the tiny model, recording what each
 generation produced and what each loss call trained on (tests/integrations/test_integrations_trl.py checks it).
 
-    accelerate launch --num_processes 2 --cpu tests/trl_turns.py OUT_DIR ESTIMATOR
+    accelerate launch --num_processes 2 --cpu tests/support/trl_turns.py OUT_DIR ESTIMATOR
 
 writes OUT_DIR/rank<N>.json on each process.
 """

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from contract_env import CounterEnv
 
-TESTS = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
@@ -71,7 +71,7 @@ def env_server(token: str | None = None, **limits):
 def env_server_process(*args: str):
     """`turngym serve-env ARGS` as a subprocess that can serve the test envs; yields (url, process)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
         [
             sys.executable,
