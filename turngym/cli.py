@@ -386,10 +386,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     parser.command_parsers = {}
     for name, (help_, add, _) in BUILTIN_COMMANDS.items():
-        parser.command_parsers[name] = p = sub.add_parser(name, help=help_, description=help_)
+        parser.command_parsers[name] = p = sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         add(p)
     for name, (help_, module) in EXTERNAL_COMMANDS.items():
-        parser.command_parsers[name] = p = sub.add_parser(name, help=help_, description=help_)
+        # argparse %-formats a command's help line ("95% intervals" would crash --help)
+        parser.command_parsers[name] = p = sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         if name == command:  # import a heavy module only for the command that runs
             importlib.import_module(module).add_arguments(p)
     return parser

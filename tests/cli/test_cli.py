@@ -119,6 +119,12 @@ def test_unknown_env_and_bad_policy_give_one_clear_line():
     assert r.returncode == 2 and "--episodes" in r.stderr
 
 
+def test_top_level_help_lists_every_command():
+    r = run_cli("--help")
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert all(name in r.stdout for name in [*BUILTIN_COMMANDS, *EXTERNAL_COMMANDS])
+
+
 @pytest.mark.parametrize("command", [*BUILTIN_COMMANDS, *EXTERNAL_COMMANDS])
 @pytest.mark.slow
 def test_help_on_every_command(command):
