@@ -173,6 +173,17 @@ def seed_table(runs: list[dict], curve: bool, time: bool) -> str:
     return "\n".join(lines)
 
 
+def plainly(runs: list[dict], low: float) -> str:
+    """What a reader must not miss: seeds where RL lost beyond noise, and an interval that holds 0."""
+    worse = [str(r["seed"]) for r in runs if r["rl"] < r["sft"] and r["p"] < 0.05]
+    text = ""
+    if worse:
+        text += f"; RL lost beyond noise (p < 0.05) at seed{'s' * (len(worse) > 1)} {', '.join(worse)}"
+    if low <= 0:
+        text += "; the interval includes 0, so no gain over seeds is shown beyond noise"
+    return text
+
+
 def over_seeds(runs: list[dict]) -> str:
     """One line: mean gain over seeds with its 95% t-interval, and the seeds that met the target."""
     from turngym.demo import TARGET_GAIN
@@ -185,7 +196,7 @@ def over_seeds(runs: list[dict]) -> str:
     mean, low, high, p = t_interval([r["rl"] - r["sft"] for r in runs])
     return (
         line + f"; over the {len(runs)} seeds the mean gain is {mean:+.3f}, 95% t-interval "
-        f"[{low:+.3f}, {high:+.3f}] (one-sample t-test over seeds, p = {p_text(p)})."
+        f"[{low:+.3f}, {high:+.3f}] (one-sample t-test over seeds, p = {p_text(p)}){plainly(runs, low)}."
     )
 
 
@@ -262,7 +273,7 @@ def demo_readme() -> str:
         if len(runs) < 2:
             return text
         mean, low, high, _ = t_interval([r["rl"] - r["sft"] for r in runs])
-        return text + f", mean gain {mean:+.3f}, 95% t-interval [{low:+.3f}, {high:+.3f}]"
+        return text + f", mean gain {mean:+.3f}, 95% t-interval [{low:+.3f}, {high:+.3f}]" + plainly(runs, low)
 
     sealed, valid = demo_runs("sealed-seed"), demo_runs("st-seed")
     first = "no seed has run on it yet" if not sealed else f"RL {short(sealed)}"

@@ -63,3 +63,11 @@ def test_the_sealed_split_table_follows_the_seeds_present(tmp_path, monkeypatch)
     assert table.count("\n| ") == 3  # a row per seed
     assert "met at 2 of 3 seeds (seeds 0, 2)" in table and "95% t-interval" in table
     assert "RL met the target at 2 of 3 seeds, mean gain +0.122" in tables.demo_readme()
+
+
+def test_a_loss_and_an_interval_holding_zero_are_said_plainly():
+    plainly = load().plainly
+    runs = [{"seed": 0, "sft": 0.3, "rl": 0.45, "p": 0.01}, {"seed": 7, "sft": 0.35, "rl": 0.23, "p": 0.008}]
+    text = plainly(runs, low=-0.02)
+    assert "lost beyond noise (p < 0.05) at seed 7" in text and "includes 0" in text
+    assert plainly(runs[:1], low=0.03) == ""
