@@ -5,8 +5,8 @@ several continuations from it. Each trajectory of the batch is a node of the tre
 
 - a root has no parent; its steps are turns 0, 1, ... (the roots of one group share their reset
   state: ``EnvPool.rollout`` gives a group identical starts);
-- a branch names its parent and the turn it branches at, ``metadata["parent"]`` (the parent's
-  ``trajectory_id``) and ``metadata["branch_turn"]`` = b: it shares the parent's turns before b,
+- a branch names its parent and the turn it branches at, ``Trajectory.parent`` (the parent's
+  ``trajectory_id``) and ``Trajectory.branch_turn`` = b: it shares the parent's turns before b,
   which only the parent holds (no step is trained twice), and its own steps are turns b, b+1, ...
 
 Branch point (p, b): the state before turn b of node p. Its siblings S(p, b) are the branches of p
@@ -68,13 +68,13 @@ def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]
             index[t.trajectory_id] = i
     parents: list[int | None] = []
     for t in trajectories:
-        parent = t.metadata.get("parent")
-        if parent is None:
+        parent = t.parent
+        if not parent:
             parents.append(None)
             continue
         if parent not in index:
             raise ValueError(
-                f"metadata['parent']: {parent!r} (of {t.trajectory_id!r}) is not a trajectory_id "
+                f"parent: {parent!r} (of {t.trajectory_id!r}) is not a trajectory_id "
                 "in the batch; a branch's parent must be in the same batch"
             )
         parents.append(index[parent])
@@ -87,13 +87,13 @@ def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]
                 starts[i] = 0
             else:
                 if i in seen:
-                    raise ValueError(f"metadata['parent']: the parents of {t.trajectory_id!r} form a cycle")
-                b = t.metadata.get("branch_turn")
+                    raise ValueError(f"parent: the parents of {t.trajectory_id!r} form a cycle")
+                b = t.branch_turn
                 low = start(p, (*seen, i))
                 high = low + len(trajectories[p].steps)
                 if isinstance(b, bool) or not isinstance(b, int) or not low <= b <= high:
                     raise ValueError(
-                        f"metadata['branch_turn']: {b!r} (of {t.trajectory_id!r}) must be an int "
+                        f"branch_turn: {b!r} (of {t.trajectory_id!r}) must be an int "
                         f"from {low} to {high}, the turns of its parent {trajectories[p].trajectory_id!r}"
                     )
                 starts[i] = b
