@@ -41,8 +41,12 @@ def collect(
     max_turns: int,
     on_trajectory: Callable[[Trajectory], None] | None = None,
     bar: Any = None,
+    branches: int = 0,
+    branch_points: int = 1,
 ) -> list[Trajectory]:
-    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
+    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s.
+    ``branches`` >= 1: tree rollouts, that many continuations at each of ``branch_points`` branch
+    points per group (``turngym.core.pool.tree``)."""
     if bar is not None:
         done = on_trajectory
 
@@ -51,14 +55,29 @@ def collect(
             if done is not None:
                 done(traj)
 
-    trajectories = pool.rollout(
-        with_progress(policy, bar),
-        task_ids,
-        group_size=group_size,
-        seed=seed,
-        max_turns=max_turns,
-        on_trajectory=on_trajectory,
-    )
+    if branches:
+        from turngym.core.pool.tree import tree_rollout  # the pool imports this module's records
+
+        trajectories = tree_rollout(
+            pool,
+            with_progress(policy, bar),
+            task_ids,
+            group_size=group_size,
+            branches=branches,
+            points=branch_points,
+            seed=seed,
+            max_turns=max_turns,
+            on_trajectory=on_trajectory,
+        )
+    else:
+        trajectories = pool.rollout(
+            with_progress(policy, bar),
+            task_ids,
+            group_size=group_size,
+            seed=seed,
+            max_turns=max_turns,
+            on_trajectory=on_trajectory,
+        )
     for traj in trajectories:
         for step in traj.steps:
             # spans index the raw reply (think / switch / subgoal / action); the env saw only the

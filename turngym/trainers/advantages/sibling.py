@@ -36,7 +36,13 @@ ancestors' before the branch points on its path,
     A(t) = A_E(j) + w * A_sib(t)                                      (w = 1)
 
 ``sibling_term`` returns A_sib alone, to add to another estimator's step advantages (GiGPO's,
-HGPO's): A(t) = A_gigpo(t) + w * A_sib(t). Unscorable nodes count in no group and get 0.
+HGPO's): A(t) = A_gigpo(t) + w * A_sib(t). The trainer's ``combine="gigpo"`` does that with
+GiGPO's step term over the whole tree (its anchor-state groups: at a branch point the same
+siblings, plus states the group's episodes revisit anywhere else):
+
+    A(t) = A_E(j) + w * (A_sib(t) + A_S(t))
+
+Unscorable nodes count in no group and get 0.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ from turngym.trainers.advantages._common import (
     where_scorable,
 )
 from turngym.trainers.advantages.estimator import Estimator, step_only
+from turngym.trainers.advantages.gigpo import step_term
+
+#: what ``combine`` may add to the sibling term: nothing, or GiGPO's anchor-state step term
+COMBINE = ("none", "gigpo")
 
 
 def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]]:
@@ -154,7 +164,10 @@ def advantages(
     step_weight: float = 1.0,
     scale: bool = True,
     eps: float = EPS,
+    combine: str = "none",
 ) -> list[np.ndarray]:
+    if combine not in COMBINE:
+        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(COMBINE)}")
     parents, _ = tree_of(trajectories)
 
     def root(i: int) -> int:
@@ -166,7 +179,9 @@ def advantages(
     mask = np.array([t.scorable for t in trajectories], dtype=bool)
     episode = normalize_in_groups(episode_returns(trajectories), groups, mask, scale=scale, eps=eps)
     sibling = sibling_term(trajectories, gamma=gamma, scale=scale, eps=eps)
+    if combine == "gigpo":
+        sibling = [a + b for a, b in zip(sibling, step_term(trajectories, gamma=gamma, scale=scale, eps=eps))]
     return [np.where(m, a + step_weight * s, 0.0).astype(np.float32) for a, s, m in zip(episode, sibling, mask)]
 
 
-ESTIMATOR = Estimator("sibling", step_only(advantages), options=("gamma", "step_weight", "scale", "eps"))
+ESTIMATOR = Estimator("sibling", step_only(advantages), options=("gamma", "step_weight", "scale", "eps", "combine"))
