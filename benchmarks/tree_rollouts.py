@@ -3,14 +3,16 @@ run: RL episodes and trained turns per minute, and the prompt positions the pref
 
     PYTHONPATH=. .venv/bin/python benchmarks/tree_rollouts.py [--out runs/tree-bench] \
         [--sft-dir runs/llm-credit] [--tasks 2] [--group-size 8] [--roots 4] [--branches 2] \
-        [--points 2] [--updates 1] [--repeats 1] [--threads 1]
+        [--points 2] [--after 0,2] [--updates 1] [--repeats 1] [--threads 1]
 
 Both sides train from the same start: SmolLM2-135M after the demo's SFT (the shared SFT stage of
 ``llm_credit_assignment.py``, reused from ``--sft-dir`` when it is there), a fresh LoRA adapter,
 the demo's env, prompt and sampling, ``--updates`` updates of ``--tasks`` tasks. Independent:
 ``--group-size`` rollouts per task, GiGPO. Tree: ``--roots`` rollouts per task and ``--points``
-branch points with ``--branches`` continuations each (``rl.branches``), sibling credit; with the
-defaults both play 8 episodes per task. Sides alternate ``--repeats`` times.
+branch points with ``--branches`` continuations each (``rl.branches``), sibling credit, once per
+value of ``--after`` (``rl.branch_after``: 0 chooses the branch points when the roots have ended,
+n once they have played n turns); with the defaults every side plays 8 episodes per task. Sides
+alternate ``--repeats`` times.
 
 Per side it reports the wall seconds of the RL updates (rollouts + advantages + the update; no
 model load, no evaluation), RL episodes and trained turns (loss rows) per minute, and prompt
@@ -34,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def run_side(args, sft_model: Path, side: str, repeat: int) -> dict:
+def run_side(args, sft_model: Path, side: str, repeat: int, after: int = 0) -> dict:
     from llm_credit_assignment import common
 
     from turngym.core.records import read_jsonl
@@ -42,12 +44,15 @@ def run_side(args, sft_model: Path, side: str, repeat: int) -> dict:
     from turngym.trainers.config import load_config
     from turngym.trainers.loop import train
 
-    run_dir = Path(args.out) / f"{side}{repeat}"
+    run_dir = (
+        Path(args.out) / f"{side}{repeat}" if side == "independent" else Path(args.out) / f"tree-after{after}-{repeat}"
+    )
     if side == "tree":
         shape = [
             f"rl.group_size={args.roots}",
             f"rl.branches={args.branches}",
             f"rl.branch_points={args.points}",
+            f"rl.branch_after={after}",
             "rl.estimator=sibling",
         ]
     else:
@@ -78,7 +83,7 @@ def run_side(args, sft_model: Path, side: str, repeat: int) -> dict:
     trained = sum(1 for t in trajs if t.scorable for s in t.steps if s.completion_ids)
     prompt_positions = sum(len(s.prompt_ids) for t in trajs for s in t.steps)
     return {
-        "side": side,
+        "side": side if side == "independent" else f"tree (after {after})",
         "repeat": repeat,
         "episodes": len(trajs),
         "branches": sum(bool(t.parent) for t in trajs),
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--roots", type=int, default=4, help="tree: roots per task")
     parser.add_argument("--branches", type=int, default=2, help="tree: continuations per branch point")
     parser.add_argument("--points", type=int, default=2, help="tree: branch points per group")
+    parser.add_argument("--after", default="0,2", help="tree: rl.branch_after values, one tree side each")
     parser.add_argument("--updates", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--sft-episodes", type=int, default=32)
@@ -127,8 +133,9 @@ def main() -> None:
     print(f"start: after SFT {sft['after_sft']} held-out success ({time.perf_counter() - start:.0f} s)", flush=True)
     rows = []
     for repeat in range(args.repeats):
-        for side in ("independent", "tree"):
-            rows.append(run_side(args, sft_out / "sft" / "model", side, repeat))
+        rows.append(run_side(args, sft_out / "sft" / "model", "independent", repeat))
+        for after in [int(a) for a in args.after.split(",") if a]:
+            rows.append(run_side(args, sft_out / "sft" / "model", "tree", repeat, after))
     load_after = os.getloadavg()
     print(
         "| side | episodes (branches) | trained turns | RL s | episodes/min | trained turns/min | "

@@ -36,11 +36,19 @@ def _household_tasks(n: int) -> list[str]:
         env.close()
 
 
-@pytest.mark.parametrize("backend", ["inline", "thread", "process"])
-def test_a_branch_that_acts_as_its_root_repeats_the_roots_continuation(backend):
+@pytest.mark.parametrize("backend,after", [("inline", 0), ("thread", 0), ("process", 0), ("inline", 2), ("thread", 3)])
+def test_a_branch_that_acts_as_its_root_repeats_the_roots_continuation(backend, after):
     with turngym.EnvPool(HOUSEHOLD, num_envs=3, backend=backend) as pool:
         trajs = tree_rollout(
-            pool, ConversationHash(), _household_tasks(2), group_size=2, branches=2, points=2, seed=3, max_turns=6
+            pool,
+            ConversationHash(),
+            _household_tasks(2),
+            group_size=2,
+            branches=2,
+            points=2,
+            seed=3,
+            max_turns=6,
+            after=after,
         )
     roots = [t for t in trajs if not t.parent]
     branches = [t for t in trajs if t.parent]
@@ -68,6 +76,34 @@ def test_a_branch_that_acts_as_its_root_repeats_the_roots_continuation(backend):
     for g in set(groups):
         kinds = [bool(t.parent) for t in trajs if t.group_id == g]
         assert kinds == sorted(kinds)
+
+
+class CountingCalls(ConversationHash):
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def act(self, convs):
+        self.calls.append(len(convs))
+        return super().act(convs)
+
+
+def test_branches_chosen_early_play_in_the_roots_calls():
+    """With ``after``, a group's branches join the policy calls of its roots' remaining turns
+    instead of running in calls of their own once the roots ended."""
+    calls = {}
+    for after in (0, 2):
+        policy = CountingCalls()
+        with turngym.EnvPool(HOUSEHOLD, num_envs=12, backend="inline") as pool:
+            trajs = tree_rollout(
+                pool, policy, _household_tasks(2), group_size=2, branches=2, points=2, seed=3, max_turns=6, after=after
+            )
+        branches = [t for t in trajs if t.parent]
+        assert len(branches) == 8
+        if after:
+            assert {b.branch_turn for b in branches} == {1}  # turns played by then: 0 and 1; 0 comes last
+        calls[after] = policy.calls
+    assert len(calls[2]) < len(calls[0])  # fewer calls: no wave of branches after the roots
+    assert max(calls[2]) > 4  # a call held roots and branches together
 
 
 def test_branches_of_a_random_policy_start_from_the_roots_state(tmp_path):
@@ -105,10 +141,12 @@ def test_an_env_without_snapshots_is_named():
             tree_rollout(pool, ConversationHash(), ["counter-1"], group_size=2)
 
 
-@pytest.mark.parametrize("name,value", [("branches", 0), ("points", 0), ("branches", 1.5)])
-def test_bad_tree_arguments_are_named(name, value):
+@pytest.mark.parametrize(
+    "name,value,low", [("branches", 0, 1), ("points", 0, 1), ("branches", 1.5, 1), ("after", -1, 0)]
+)
+def test_bad_tree_arguments_are_named(name, value, low):
     with turngym.EnvPool(HOUSEHOLD, num_envs=1, backend="inline") as pool:
-        with pytest.raises(ValueError, match=rf"{name}: must be an int >= 1"):
+        with pytest.raises(ValueError, match=rf"{name}: must be an int >= {low}"):
             tree_rollout(pool, ConversationHash(), _household_tasks(1), **{name: value})
 
 

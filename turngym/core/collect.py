@@ -43,10 +43,12 @@ def collect(
     bar: Any = None,
     branches: int = 0,
     branch_points: int = 1,
+    branch_after: int = 0,
 ) -> list[Trajectory]:
     """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s.
     ``branches`` >= 1: tree rollouts, that many continuations at each of ``branch_points`` branch
-    points per group (``turngym.core.pool.tree``)."""
+    points per group, chosen once the roots ended or (``branch_after`` >= 1) played that many
+    turns (``turngym.core.pool.tree``)."""
     if bar is not None:
         done = on_trajectory
 
@@ -65,6 +67,7 @@ def collect(
             group_size=group_size,
             branches=branches,
             points=branch_points,
+            after=branch_after,
             seed=seed,
             max_turns=max_turns,
             on_trajectory=on_trajectory,

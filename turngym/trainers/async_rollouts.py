@@ -194,6 +194,7 @@ class AsyncRollouts:
                         max_turns=cfg.env.max_turns,
                         branches=cfg.rl.branches,
                         branch_points=cfg.rl.branch_points,
+                        branch_after=cfg.rl.branch_after,
                     )
                     self.policy.reset_history()
                     result: Any = (trajectories, version, time.perf_counter() - start)

@@ -140,6 +140,13 @@ class RLConfig:
         minimum=1,
         default=1,
     )
+    branch_after: int = doc(
+        "tree rollouts: choose a group's branch points once each of its roots has played this "
+        "many turns (or ended), so branches play beside the rest of the roots; 0: once every "
+        "root ended (the choice sees whole episodes)",
+        minimum=0,
+        default=0,
+    )
     empg: bool = doc("apply EMPG entropy modulation on top of the estimator", default=False)
     empg_args: dict = doc("keyword arguments for EMPG (k, k_next, zeta)", default_factory=dict)
     lr: float = doc("learning rate (AdamW) for RL", minimum=0, default=1e-4)

@@ -333,6 +333,7 @@ def one_update(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list
         bar=bar,
         branches=cfg.rl.branches,
         branch_points=cfg.rl.branch_points,
+        branch_after=cfg.rl.branch_after,
     )
     bar.close()
     tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway

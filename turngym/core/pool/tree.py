@@ -5,9 +5,12 @@ at chosen turns of them.
 
 Each root takes an env snapshot before every turn (``("snapshot", slot)`` ops, answered by the
 env's own ``snapshot()``; a few KB and well under a millisecond each). When the last root of a
-group ends, ``choose`` (default ``branch_turns``) picks ``points`` (root, turn) pairs, and for
-each, ``branches`` new episodes restore the root's snapshot before that turn and play on from
-there. A branch's conversation is its root's up to that turn, rebuilt from the root's record, so
+group ends (or, with ``after`` = n >= 1, once every root has played n turns or ended),
+``choose`` (default ``branch_turns``) picks ``points`` (root, turn) pairs among the turns played,
+and for each, ``branches`` new episodes restore the root's snapshot before that turn and play on
+from there. Waiting for the ends lets the choice see whole episodes; ``after`` lets the branches
+play beside the rest of the roots, in the same policy calls, instead of in calls of their own
+after them. A branch's conversation is its root's up to that turn, rebuilt from the root's record, so
 the policy sees exactly the prompt the root saw: a policy with a prefix cache (``HFPolicy``)
 finds the shared history's keys and values already computed, and the K siblings asked in one
 call share one encoding of it. Branches start as soon as their group's roots end, while those
@@ -73,24 +76,28 @@ def branch_turns(group: list[Trajectory], points: int = 1) -> list[tuple[int, in
 class Branch(Episode):
     """An episode that starts from its root's snapshot before ``branch_turn``."""
 
-    root: Episode | None = None
+    parent: str = ""  # the root's trajectory_id
     branch_turn: int = 0
     snapshot: Snapshot | None = None
     name: str = ""  # its trajectory_id
+    #: the root's conversation before the branch turn (built when the branch is made: the root
+    #: may still be playing, or be started again after a host failure)
+    history: Conversation | None = None
 
 
 class TreeRollout(Rollout):
     """One tree rollout: the scheduler's loop, with snapshots of the roots and branches added as
-    their groups end (the methods below extend ``Rollout``'s)."""
+    their groups are ready (the methods below extend ``Rollout``'s)."""
 
-    def __init__(self, *args: Any, branches: int, points: int, choose: Callable, **kwargs: Any):
+    def __init__(self, *args: Any, branches: int, points: int, choose: Callable, after: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.branches, self.points, self.choose = branches, points, choose
+        self.branches, self.points, self.choose, self.after = branches, points, choose, after
         self.snapshots: dict[int, dict[int, Snapshot]] = {}  # root index -> turn -> snapshot
         self.roots: dict[str, list[Episode]] = {}
         for ep in self.todo:
             self.roots.setdefault(ep.group_id, []).append(ep)
-        self.ended: dict[str, int] = dict.fromkeys(self.roots, 0)
+        self.ended: set[int] = set()  # indices of the roots that ended
+        self.grown: set[str] = set()  # groups whose branches were made
         self.next_index = len(self.todo)
 
     def start_episodes(self) -> None:
@@ -101,11 +108,7 @@ class TreeRollout(Rollout):
                 if op[0] == "reset" and isinstance(ep, Branch):
                     ops[i] = ("restore", op[1], ep.snapshot)
                     traj = ep.trajectory
-                    traj.trajectory_id, traj.parent, traj.branch_turn = (
-                        ep.name,
-                        ep.root.trajectory.trajectory_id,
-                        ep.branch_turn,
-                    )
+                    traj.trajectory_id, traj.parent, traj.branch_turn = ep.name, ep.parent, ep.branch_turn
 
     def send(self) -> None:
         # a root's env is snapshotted after each move, in the same batch (one message per host)
@@ -114,7 +117,8 @@ class TreeRollout(Rollout):
                 expanded = []
                 for op in ops:
                     expanded.append(op)
-                    if op[0] in _MOVES and not isinstance(self.running.get(op[1]), Branch):
+                    ep = self.running.get(op[1])
+                    if op[0] in _MOVES and not isinstance(ep, Branch) and ep.group_id not in self.grown:
                         expanded.append(("snapshot", op[1]))
                 self.outbox[h] = expanded
         super().send()
@@ -130,7 +134,14 @@ class TreeRollout(Rollout):
         restored = isinstance(ep, Branch) and ep.conversation is None and status == "ok"
         super().take_result(slot, status, payload)
         if restored:  # the root's conversation up to the branch turn, as the root's policy saw it
-            ep.conversation = conversation_before(ep.root.trajectory, ep.branch_turn)
+            ep.conversation = Conversation(
+                messages=list(ep.history.messages),
+                info=ep.history.info,
+                env_id=ep.history.env_id,
+                tools=ep.history.tools,
+            )
+        elif not isinstance(ep, Branch) and self.after:
+            self.grow_when_ready(ep.group_id)
 
     def finish(self, slot: int) -> None:
         ep = self.running[slot]
@@ -138,14 +149,24 @@ class TreeRollout(Rollout):
             for k, step in enumerate(ep.trajectory.steps):
                 step.turn = ep.branch_turn + k
         super().finish(slot)
-        if isinstance(ep, Branch):
+        if not isinstance(ep, Branch):
+            self.ended.add(ep.index)
+            self.grow_when_ready(ep.group_id)
+
+    def grow_when_ready(self, group_id: str) -> None:
+        """Start a group's branches once every root ended, or (``after`` >= 1) played ``after``
+        turns, whichever comes first for each."""
+        if group_id in self.grown:
             return
-        self.ended[ep.group_id] += 1
-        if self.ended[ep.group_id] == len(self.roots[ep.group_id]):
-            self.todo.extendleft(reversed(self.grow(ep.group_id)))
+        for root in self.roots[group_id]:
+            played = len(root.trajectory.steps) if root.trajectory is not None and root.conversation else 0
+            if root.index not in self.ended and not (self.after and played >= self.after):
+                return
+        self.grown.add(group_id)
+        self.todo.extendleft(reversed(self.grow(group_id)))
 
     def grow(self, group_id: str) -> list[Branch]:
-        """The branches of a group whose roots all ended."""
+        """The branches of a ready group: ``choose`` over its roots' turns so far."""
         roots = self.roots[group_id]
         out: list[Branch] = []
         for m, turn in self.choose([r.trajectory for r in roots], self.points):
@@ -153,6 +174,7 @@ class TreeRollout(Rollout):
             snapshot = self.snapshots.get(root.index, {}).get(turn)
             if snapshot is None:  # the root failed before it got there
                 continue
+            history = conversation_before(root.trajectory, turn)
             for k in range(self.branches):
                 out.append(
                     Branch(
@@ -162,10 +184,11 @@ class TreeRollout(Rollout):
                         root.task_id,
                         root.seed,
                         {},
-                        root=root,
+                        parent=root.trajectory.trajectory_id,
                         branch_turn=turn,
                         snapshot=snapshot,
                         name=f"{root.trajectory.trajectory_id}/{turn}.{k}",
+                        history=history,
                     )
                 )
                 self.next_index += 1
@@ -202,11 +225,14 @@ def tree_rollout(
     step_timeout_s: float | None = 300.0,
     episode_timeout_s: float | None = None,
     choose: Callable[[list[Trajectory], int], list[tuple[int, int]]] = branch_turns,
+    after: int = 0,
 ) -> list[Trajectory]:
     """``EnvPool.rollout``'s groups (same arguments) as roots, and per group ``points`` branch
     points with ``branches`` continuations each (see the module docstring); ``choose(roots,
-    points)`` picks the (member, turn) pairs."""
-    for name, value, low in (("branches", branches, 1), ("points", points, 1)):
+    points)`` picks the (member, turn) pairs. ``after`` >= 1: choose once every root of the group
+    has played that many turns (or ended), so the branches play beside the rest of the roots
+    instead of after them; 0: once every root ended (the choice sees whole episodes)."""
+    for name, value, low in (("branches", branches, 1), ("points", points, 1), ("after", after, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name}: must be an int >= {low}, got {value!r}")
     if not snapshots_supported(pool.env_id):
@@ -230,4 +256,5 @@ def tree_rollout(
         branches=branches,
         points=points,
         choose=choose,
+        after=after,
     ).run()
