@@ -15,7 +15,9 @@ n once they have played n turns); with the defaults every side plays 8 episodes 
 alternate ``--repeats`` times.
 
 Per side it reports the wall seconds of the RL updates (rollouts + advantages + the update; no
-model load, no evaluation), RL episodes and trained turns (loss rows) per minute, and prompt
+model load, no evaluation) and this process's CPU seconds in them (with ``--threads 1`` and the
+inline backend, the work done: on a shared machine the wall time mostly measures the other
+processes), RL episodes and trained turns (loss rows) per minute of each, and prompt
 positions: what the prompts hold (what a policy without a key/value cache computes) and what the
 policy's prefix cache actually computed (``PrefixCache.computed_tokens``). The machine's load
 average is recorded before and after. The last line is JSON (kept under
@@ -34,6 +36,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def cpu_timed(module, name: str, key: str) -> None:
+    """Wrap ``module.name`` so that each call adds its CPU seconds to ``CPU[key]``."""
+    inner = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        start = time.process_time()
+        out = inner(*args, **kwargs)
+        CPU[key] = CPU.get(key, 0.0) + time.process_time() - start
+        return out
+
+    setattr(module, name, timed)
+
+
+CPU: dict[str, float] = {}
 
 
 def run_side(args, sft_model: Path, side: str, repeat: int, after: int = 0) -> dict:
@@ -76,7 +94,9 @@ def run_side(args, sft_model: Path, side: str, repeat: int, after: int = 0) -> d
             *shape,
         ],
     )
+    CPU.clear()
     tr = train(cfg, log=lambda line: print(f"  {side}: {line}", flush=True))
+    cpu = CPU.get("one_update", 0.0)
     rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("update")]
     seconds = sum(r["time/rollout"] + r["time/advantages"] + r["time/update"] for r in rows)
     trajs = [t for u in range(1, args.updates + 1) for t in read_jsonl(run_dir / "rollouts" / f"update_{u:04d}.jsonl")]
@@ -92,6 +112,10 @@ def run_side(args, sft_model: Path, side: str, repeat: int, after: int = 0) -> d
         "rollout_s": sum(r["time/rollout"] for r in rows),
         "update_s": sum(r["time/advantages"] + r["time/update"] for r in rows),
         "rl_s": seconds,
+        "rollout_cpu_s": CPU.get("collect", 0.0),
+        "rl_cpu_s": cpu,
+        "episodes_per_cpu_min": 60 * len(trajs) / cpu if cpu else None,
+        "trained_turns_per_cpu_min": 60 * trained / cpu if cpu else None,
         "episodes_per_min": 60 * len(trajs) / seconds,
         "trained_turns_per_min": 60 * trained / seconds,
         "generated_tokens": sum(r.get("policy/completion_tokens", 0) for r in rows),
@@ -123,6 +147,13 @@ def main() -> None:
     import torch
     from llm_credit_assignment import sft_stage
 
+    from turngym.trainers import loop
+
+    # the CPU seconds of each update and of its rollouts (rl_updates and one_update look these
+    # names up in the module when they call them)
+    cpu_timed(loop, "one_update", "one_update")
+    cpu_timed(loop, "collect", "collect")
+
     if args.threads:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
@@ -138,14 +169,15 @@ def main() -> None:
             rows.append(run_side(args, sft_out / "sft" / "model", "tree", repeat, after))
     load_after = os.getloadavg()
     print(
-        "| side | episodes (branches) | trained turns | RL s | episodes/min | trained turns/min | "
-        "prompt positions | computed | computed per episode |"
+        "| side | episodes (branches) | trained turns | RL wall s | RL CPU s (rollouts) | episodes/CPU min | "
+        "trained turns/CPU min | episodes/wall min | prompt positions | computed | computed per episode |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['side']} | {r['episodes']} ({r['branches']}) | {r['trained_turns']} | {r['rl_s']:.1f} | "
-            f"{r['episodes_per_min']:.1f} | {r['trained_turns_per_min']:.1f} | {r['prompt_positions']} | "
+            f"{r['rl_cpu_s']:.1f} ({r['rollout_cpu_s']:.1f}) | {r['episodes_per_cpu_min']:.1f} | "
+            f"{r['trained_turns_per_cpu_min']:.1f} | {r['episodes_per_min']:.1f} | {r['prompt_positions']} | "
             f"{r['computed_positions']} | {r['computed_positions'] / r['episodes']:.0f} |"
         )
     print(f"load average before {load_before}, after {load_after}")
