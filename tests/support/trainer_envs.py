@@ -1,7 +1,8 @@
 """A Counter variant with a dense, text-dependent reward, so a random tiny model gets rewards
 that differ inside a group (the trainer tests need non-zero advantages to move weights).
 
-Importing this module registers ``turngym-tests/ShapedCounter-v0`` (the trainer's subprocess
+Importing this module registers ``turngym-tests/ShapedCounter-v0`` and its snapshot-capable twin
+``turngym-tests/BranchingCounter-v0`` (the trainer's subprocess
 tests import it with ``turngym train --env-module trainer_envs``).
 """
 
@@ -123,5 +124,22 @@ if TWICE_ID not in {s.id for s in turngym.list_envs()}:
         "trainer_envs:NoLetterETwiceEnv",
         max_episode_steps=2,
         description="Two turns without the letter e (the multi-turn must-learn test)",
+        family="tests",
+    )
+
+
+class BranchingCounterEnv(ShapedCounterEnv):
+    """ShapedCounter with snapshots declared: tree rollouts and sibling credit run on it."""
+
+    metadata = {**ShapedCounterEnv.metadata, "snapshots": True}
+
+
+BRANCHING_ID = "turngym-tests/BranchingCounter-v0"
+if BRANCHING_ID not in {s.id for s in turngym.list_envs()}:
+    turngym.register(
+        BRANCHING_ID,
+        "trainer_envs:BranchingCounterEnv",
+        max_episode_steps=20,
+        description="ShapedCounter with snapshots (tree rollout tests)",
         family="tests",
     )

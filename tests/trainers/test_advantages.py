@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from turngym.core.records import Step, Trajectory
-from turngym.trainers.advantages import empg, gigpo, graph, grpo, hgpo, hiper, rloo, turn_gae
+from turngym.trainers.advantages import empg, gigpo, graph, grpo, hgpo, hiper, rloo, sibling, turn_gae
 
 
 def traj(group: str, steps: list[tuple], scorable: bool = True, entropies=None) -> Trajectory:
@@ -282,6 +282,9 @@ PINNED = {
     "hiper/targets": (20.3902, 421.2865),
     "rloo+empg/step": (-0.7201, -45.1451),
     "rloo/step": (0.0, -40.0),
+    # no branches in this batch: the sibling term is the roots' first-step group (a discounted GRPO)
+    "sibling+empg/step": (-1.5539, -49.3424),
+    "sibling/step": (0.0, -33.8413),
     "turn_gae+empg/step": (0.3091, -35.1664),
     "turn_gae/step": (-0.0, -34.3368),
     "turn_gae/targets": (13.1388, 139.6004),
@@ -331,6 +334,7 @@ def test_declared_options_are_the_math_functions_keyword_options():
             "gigpo": gigpo,
             "hgpo": hgpo,
             "graph": graph,
+            "sibling": sibling,
         }[name]
         params = [p for p in inspect.signature(module.advantages).parameters if p not in data]
         assert list(est.options) == params, name

@@ -20,7 +20,6 @@ def node(
     scorable: bool = True,
 ) -> Trajectory:
     start = branch_turn or 0
-    metadata = {} if parent is None else {"parent": parent, "branch_turn": branch_turn}
     steps = [
         Step(turn=start + k, observation="", action=f"{name}{k}", reward=r, state_key=f"{name}{k}")
         for k, r in enumerate(rewards)
@@ -33,7 +32,8 @@ def node(
         group_id=group,
         trajectory_id=name,
         scorable=scorable,
-        metadata=metadata,
+        parent=parent or "",
+        branch_turn=None if parent is None else branch_turn,
     )
 
 
@@ -106,12 +106,12 @@ def test_it_adds_to_gigpo():
 @pytest.mark.parametrize(
     "batch,match",
     [
-        ([node("A", [0]), node("B", [0], "Z", 1)], r"metadata\['parent'\]: 'Z'.*not a trajectory_id"),
-        ([node("A", [0, 0]), node("B", [0], "A", 3)], r"metadata\['branch_turn'\]: 3 .* from 0 to 2"),
-        ([node("A", [0, 0]), node("B", [0], "A", None)], r"metadata\['branch_turn'\]: None"),
+        ([node("A", [0]), node("B", [0], "Z", 1)], r"parent: 'Z'.*not a trajectory_id"),
+        ([node("A", [0, 0]), node("B", [0], "A", 3)], r"branch_turn: 3 .* from 0 to 2"),
+        ([node("A", [0, 0]), node("B", [0], "A", None)], r"branch_turn: None"),
         (
             [node("A", [0, 0, 0]), node("B", [0], "A", 2), node("C", [0], "B", 1)],
-            r"branch_turn'\]: 1 .* from 2 to 3",
+            r"branch_turn: 1 .* from 2 to 3",
         ),
         ([node("A", [0]), node("A", [1])], "trajectory_id: 'A' appears twice"),
     ],

@@ -41,8 +41,14 @@ def collect(
     max_turns: int,
     on_trajectory: Callable[[Trajectory], None] | None = None,
     bar: Any = None,
+    branches: int = 0,
+    branch_points: int = 1,
+    branch_after: int = 0,
 ) -> list[Trajectory]:
-    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s."""
+    """Grouped rollouts with the spans of each reply; ``bar`` (tqdm) shows episodes, turns and tokens/s.
+    ``branches`` >= 1: tree rollouts, that many continuations at each of ``branch_points`` branch
+    points per group, chosen once the roots ended or (``branch_after`` >= 1) played that many
+    turns (``turngym.core.pool.tree``)."""
     if bar is not None:
         done = on_trajectory
 
@@ -51,14 +57,30 @@ def collect(
             if done is not None:
                 done(traj)
 
-    trajectories = pool.rollout(
-        with_progress(policy, bar),
-        task_ids,
-        group_size=group_size,
-        seed=seed,
-        max_turns=max_turns,
-        on_trajectory=on_trajectory,
-    )
+    if branches:
+        from turngym.core.pool.tree import tree_rollout  # the pool imports this module's records
+
+        trajectories = tree_rollout(
+            pool,
+            with_progress(policy, bar),
+            task_ids,
+            group_size=group_size,
+            branches=branches,
+            points=branch_points,
+            after=branch_after,
+            seed=seed,
+            max_turns=max_turns,
+            on_trajectory=on_trajectory,
+        )
+    else:
+        trajectories = pool.rollout(
+            with_progress(policy, bar),
+            task_ids,
+            group_size=group_size,
+            seed=seed,
+            max_turns=max_turns,
+            on_trajectory=on_trajectory,
+        )
     for traj in trajectories:
         for step in traj.steps:
             # spans index the raw reply (think / switch / subgoal / action); the env saw only the

@@ -4,7 +4,8 @@ A Step holds one turn: the observation the agent saw, the model's raw reply, the
 from it (what ``env.step`` received), what the env answered, and what training needs (token ids
 of the reply, log-probs, entropies, loss mask, spans of the reply). Fields a run does not use
 stay empty. Files written before ``reply`` existed load with the reply set to the action; files
-written before ``env_hash`` existed load with it empty.
+written before ``env_hash`` existed load with it empty, and those written before tree rollouts
+load as roots (``parent`` "", ``branch_turn`` None).
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class Trajectory:
     #: content hash of the env id and kwargs that made it (``turngym.core.versions.env_hash``);
     #: "" in files written before it was recorded, or for batches from outside turngym's envs
     env_hash: str = ""
+    #: tree rollouts (``turngym.core.pool.tree``): the ``trajectory_id`` of the episode this one
+    #: branched from ("" for a root), and the turn it branched at: its steps are turns
+    #: ``branch_turn``, ``branch_turn + 1``, ...; the parent alone holds the turns before it
+    parent: str = ""
+    branch_turn: int | None = None
 
     @property
     def length(self) -> int:

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from turngym.core.records import Step, Trajectory
-from turngym.trainers.advantages import ESTIMATORS, Batch, Estimator
+from turngym.trainers.advantages import ESTIMATORS, TREE_ESTIMATORS, Batch, Estimator
 
-#: the estimators that need no value head (a value head needs the policy's hidden states)
-VALUE_FREE = tuple(name for name, est in ESTIMATORS.items() if est.value_heads == 0)
+#: the estimators that need no value head (a value head needs the policy's hidden states) and no
+#: tree rollouts (other trainers' batches hold no branches)
+VALUE_FREE = tuple(n for n, est in ESTIMATORS.items() if est.value_heads == 0 and n not in TREE_ESTIMATORS)
 #: the columns each estimator reads beyond episode, group, reward and turn
 NEEDS = {"gigpo": ("state",), "hgpo": ("state", "action"), "graph": ("state",)}
 
@@ -43,6 +44,11 @@ def estimator(name: str | Estimator) -> Estimator:
     est = name if isinstance(name, Estimator) else ESTIMATORS.get(name)
     if est is None:
         raise ValueError(f"estimator: {name!r} is not one of {list(VALUE_FREE)}")
+    if est.name in TREE_ESTIMATORS:
+        raise ValueError(
+            f"estimator: {est.name!r} needs tree rollouts, which other trainers' batches do not hold; "
+            f"value-free ones: {list(VALUE_FREE)}"
+        )
     if est.value_heads:
         raise ValueError(
             f"estimator: {est.name!r} needs a value head, which only turngym's own trainer has; "

@@ -192,6 +192,9 @@ class AsyncRollouts:
                         group_size=cfg.rl.group_size,
                         seed=cfg.seed + 1000 * update,
                         max_turns=cfg.env.max_turns,
+                        branches=cfg.rl.branches,
+                        branch_points=cfg.rl.branch_points,
+                        branch_after=cfg.rl.branch_after,
                     )
                     self.policy.reset_history()
                     result: Any = (trajectories, version, time.perf_counter() - start)

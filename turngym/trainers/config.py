@@ -23,7 +23,7 @@ import yaml
 from turngym.agents.prompts import PromptConfig
 from turngym.core.fields import doc
 from turngym.core.pool import BACKENDS
-from turngym.trainers.advantages import ESTIMATORS, empg
+from turngym.trainers.advantages import ESTIMATORS, TREE_ESTIMATORS, empg, sibling
 from turngym.trainers.advantages._common import REFERENCES
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
@@ -128,6 +128,24 @@ class RLConfig:
     estimator: str = doc("advantage estimator", choices=ESTIMATOR_NAMES, default="gigpo")
     estimator_args: dict = doc(
         "keyword arguments for the estimator (e.g. gamma, max_depth, alpha, lam)", default_factory=dict
+    )
+    branches: int = doc(
+        "tree rollouts (turngym.core.pool.tree): continuations branched from an env snapshot at "
+        "each branch point of a group; 0: independent rollouts. The env must declare snapshots",
+        minimum=0,
+        default=0,
+    )
+    branch_points: int = doc(
+        "tree rollouts: branch points per group, chosen by branch_turns (divergence, then entropy)",
+        minimum=1,
+        default=1,
+    )
+    branch_after: int = doc(
+        "tree rollouts: choose a group's branch points once each of its roots has played this "
+        "many turns (or ended), so branches play beside the rest of the roots; 0: once every "
+        "root ended (the choice sees whole episodes)",
+        minimum=0,
+        default=0,
     )
     empg: bool = doc("apply EMPG entropy modulation on top of the estimator", default=False)
     empg_args: dict = doc("keyword arguments for EMPG (k, k_next, zeta)", default_factory=dict)
@@ -256,6 +274,15 @@ def check_estimator_args(cfg: TrainConfig) -> None:
             if key not in allowed:
                 what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"
                 raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
+    if cfg.rl.estimator in TREE_ESTIMATORS and cfg.rl.branches == 0:
+        allowed = ", ".join(n for n in ESTIMATOR_NAMES if n not in TREE_ESTIMATORS)
+        raise ValueError(
+            f"rl.estimator: {cfg.rl.estimator!r} needs tree rollouts (rl.branches >= 1); "
+            f"with rl.branches=0 allowed: {allowed}"
+        )
+    combine = cfg.rl.estimator_args.get("combine", "none")
+    if combine not in sibling.COMBINE:
+        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(sibling.COMBINE)}")
     reference = cfg.rl.estimator_args.get("reference")
     if reference not in REFERENCES:
         raise ValueError(f"rl.estimator_args.reference: {reference!r} is not one of {list(REFERENCES)}")
@@ -287,6 +314,11 @@ def check_run(cfg: TrainConfig) -> None:
             split_task_ids(env, getattr(cfg.env, name), f"env.{name}", env_spec.id)
     finally:
         env.close()
+    if cfg.rl.branches and not turngym.snapshots_supported(env_spec.id):
+        raise ValueError(
+            f"rl.branches: tree rollouts need env snapshots, which {env_spec.id} does not support; "
+            "use rl.branches=0 (`turngym list` shows the envs with snapshots)"
+        )
     name = _ALIASES.get(cfg.model.name, cfg.model.name)
     if name not in MODEL_NAMES and not Path(name).expanduser().exists():
         raise ValueError(

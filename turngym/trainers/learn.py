@@ -34,7 +34,8 @@ def one_update(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list
     # every process draws the whole update's tasks (keeping the task stream in step) and runs its share
     tasks = next_tasks(tr, train_ids, cfg.rl.tasks_per_update * size)[rank::size]
     tr.policy.reset_history()  # each update stands alone: prompts never depend on earlier updates
-    bar = progress(tr, total=len(tasks) * cfg.rl.group_size, desc=f"rollouts {update}")
+    per_task = cfg.rl.group_size + cfg.rl.branches * cfg.rl.branch_points
+    bar = progress(tr, total=len(tasks) * per_task, desc=f"rollouts {update}")
     trajectories = collect(
         pool,
         tr.rollout_policy,
@@ -43,6 +44,9 @@ def one_update(tr: Trainer, pool: EnvPool, optimizer: Optimizer, train_ids: list
         seed=cfg.seed + 1000 * update,
         max_turns=cfg.env.max_turns,
         bar=bar,
+        branches=cfg.rl.branches,
+        branch_points=cfg.rl.branch_points,
+        branch_after=cfg.rl.branch_after,
     )
     bar.close()
     tr.policy.reset_history()  # the update changes the weights: the cached keys are stale anyway

@@ -125,6 +125,8 @@ def summarize_episode(
         "has_advantage": bool(advantages),
         "max_abs_advantage": max((abs(a) for a in advantages), default=0.0),
         "done_reason": (traj.steps[-1].info.get("done_reason") if traj.steps else None) or "",
+        "parent": traj.parent,  # tree rollouts: the root it branched from ("" for a root)
+        "branch_turn": traj.branch_turn,
     }
 
 

@@ -7,6 +7,7 @@ no CDN, works offline) and a small JSON API the page reads:
     GET /api/episodes?file=F                one summary row per episode of file F
     GET /api/episode?file=F&index=I         episode I of file F with all its turns
     GET /api/group?file=F&group=G           the rollouts of group G, aligned on state_key
+    GET /api/trees?file=F                   tree rollouts: each root with its branches (trees.py)
 
 Files are read when first asked for and read again when they change on disk, so a viewer
 left open on a training run follows it.
@@ -25,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from turngym.core.records import Trajectory
-from turngym.viewer import data
+from turngym.viewer import data, trees
 
 STATIC = Path(__file__).with_name("static")
 CONTENT_TYPES = {
@@ -85,6 +86,7 @@ class RunStore:
         return {
             "file": name,
             "episodes": rows,
+            "branches": sum(bool(r["parent"]) for r in rows),
             "advantage_scale": max((r["max_abs_advantage"] for r in rows), default=0.0),
         }
 
@@ -124,6 +126,9 @@ def make_handler(store: RunStore) -> type[BaseHTTPRequestHandler]:
                     return self._json(store.episodes(query.get("file", "")))
                 if url.path == "/api/episode":
                     return self._json(store.episode(query.get("file", ""), int(query.get("index", "-1"))))
+                if url.path == "/api/trees":
+                    name = query.get("file", "")
+                    return self._json({"file": name, "groups": trees.tree_view(store.trajectories(name))})
                 if url.path == "/api/group":
                     return self._json(store.group(query.get("file", ""), query.get("group", "")))
                 self._error(HTTPStatus.NOT_FOUND, f"no such page: {url.path}")

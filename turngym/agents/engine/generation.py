@@ -367,6 +367,8 @@ def _prefill(
     Returns each row's first logits [1, V] and its real keys/values."""
     found = [cache.lookup(p) if cache is not None else (0, None) for p in prompts]
     cached = [min(n, len(p) - 1) if kv is not None else 0 for (n, kv), p in zip(found, prompts)]
+    if cache is not None:
+        cache.computed_tokens += sum(len(p) - n for p, n in zip(prompts, cached))
     first: list[torch.Tensor | None] = [None] * len(prompts)
     row_kv: list[KV | None] = [None] * len(prompts)
     for chunk in length_chunks([len(p) - n for p, n in zip(prompts, cached)], PAD_SLACK):

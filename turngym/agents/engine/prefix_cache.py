@@ -25,6 +25,9 @@ class PrefixCache:
         self._entries: OrderedDict[int, tuple[np.ndarray, KV]] = OrderedDict()
         self._next = 0
         self.hits = self.lookups = self.reused_tokens = 0
+        #: prompt positions the model computed (each distinct prompt's uncached suffix), counted
+        #: by generation's prefill: what prefix sharing saves shows here
+        self.computed_tokens = 0
 
     def __len__(self) -> int:
         return len(self._entries)

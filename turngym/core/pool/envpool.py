@@ -93,6 +93,29 @@ class EnvPool:
         thread; nothing in-process (inline, thread) survives ``os._exit`` or a crash: use
         ``backend="process"`` for envs you do not trust.
         """
+        episodes = self.plan(tasks, group_size, seed, max_turns, step_timeout_s, episode_timeout_s)
+        return Rollout(
+            self.env_id,
+            self._backend,
+            self.slot_host,
+            episodes,
+            policy,
+            on_trajectory,
+            step_timeout_s,
+            episode_timeout_s,
+            self.env_hash,
+        ).run()
+
+    def plan(
+        self,
+        tasks: Iterable[str | dict],
+        group_size: int,
+        seed: int,
+        max_turns: int,
+        step_timeout_s: float | None,
+        episode_timeout_s: float | None,
+    ) -> list[Episode]:
+        """The episodes of a rollout (group ``i`` resets with ``seed + i``), its arguments checked."""
         if self._closed:
             raise RuntimeError("the pool is closed")
         if group_size < 1:
@@ -110,17 +133,7 @@ class EnvPool:
             task_id = task["task_id"] if isinstance(task, dict) else str(task)
             for m in range(group_size):
                 episodes.append(Episode(len(episodes), group_id(task_id, seed + i), m, task_id, seed + i, options))
-        return Rollout(
-            self.env_id,
-            self._backend,
-            self.slot_host,
-            episodes,
-            policy,
-            on_trajectory,
-            step_timeout_s,
-            episode_timeout_s,
-            self.env_hash,
-        ).run()
+        return episodes
 
     @functools.cached_property
     def env_hash(self) -> str:

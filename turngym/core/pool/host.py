@@ -1,7 +1,8 @@
 """The env host: owns the envs of some slots and runs operations on them, one at a time.
 
-An op is ``("reset", slot, seed, options)``, ``("step", slot, action)`` or ``("env_side", slot,
-policy)``; its result is ``(slot, "ok", payload)`` or ``(slot, "error", reason)``. Every backend
+An op is ``("reset", slot, seed, options)``, ``("step", slot, action)``, ``("env_side", slot,
+policy)``, or, for tree rollouts, ``("snapshot", slot)`` and ``("restore", slot, snapshot)``; its
+result is ``(slot, "ok", payload)`` or ``(slot, "error", reason)``. Every backend
 runs hosts of this class, in this thread, a thread, a process or a Ray actor.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from turngym.core.registry import TAGS, make, register
 
-Op = tuple  # ("reset", slot, seed, options) | ("step", slot, action) | ("env_side", slot, policy)
+Op = tuple  # ("reset", slot, seed, options) | ("step", slot, action) | ("env_side", slot, policy) | ...
 Result = tuple  # (slot, "ok", payload) | (slot, "error", reason)
 HostArgs = tuple  # (registration(env_id), env_kwargs, slots): what builds one host
 
@@ -47,6 +48,10 @@ class EnvHost:
             if kind == "env_side":
                 action = op[2].act_in_env(env)
                 return (slot, "ok", (action, *env.step(action)))
+            if kind == "snapshot":
+                return (slot, "ok", env.snapshot())
+            if kind == "restore":  # answers as reset does: (observation, info)
+                return (slot, "ok", env.restore(op[2]))
             raise ValueError(f"unknown op {kind!r}")
         except KeyboardInterrupt:
             raise

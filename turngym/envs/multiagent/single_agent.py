@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from turngym.core.env import TurnEnv
+from turngym.core.env import TurnEnv, state_key
 from turngym.core.policy import Conversation, as_completion
 from turngym.core.records import Step, Trajectory, group_id
 from turngym.core.versions import code_hash
@@ -23,6 +23,12 @@ RANDOM_ACTIONS = {
     "negotiation": ["accept", "walk away", "say[hello]", "offer[{item} for {price}]"],
     "auction": ["bid[{price}]"],
 }
+
+
+#: void rounds in a row (every move invalid, nothing changed) the other seats may play while this
+#: seat waits; then the episode ends unscorable (done_reason "seat_stuck"): a seat policy that
+#: never makes a valid move would otherwise keep this seat waiting forever
+MAX_VOID_ROUNDS = 20
 
 
 def game_class(name: str) -> type[TextGame]:
@@ -129,6 +135,8 @@ class SingleAgentView(TurnEnv):
         return "\n".join(texts), {}
 
     def _step(self, action):
+        if self.infra_failure is not None:  # another seat got stuck before this seat's first turn
+            return self._stuck_end("", 0.0, {"action_valid": False, "parse_error": "the game stopped before your turn"})
         if self.ended_before_turn is not None:
             reward, fields = self.ended_before_turn
             self.ended_before_turn = None
@@ -142,16 +150,39 @@ class SingleAgentView(TurnEnv):
             actions = {a: self.players[a].act() for a in self.game.acting() if a != self.seat}
             actions[self.seat] = action
             texts, reward, fields = self._advance([], 0.0, {}, actions)
+            if self.infra_failure is not None:
+                return self._stuck_end("\n".join(texts), reward, fields)
         done = self.game.over
         truncated = done and self.game.done_reason == "max_turns"
         return "\n".join(texts), reward, done and not truncated, truncated, fields
 
+    def _stuck_end(self, text: str, reward: float, fields: dict):
+        """End the episode a stuck seat stopped (unscorable: the seat's policy failed, not this one)."""
+        reason, error = self.infra_failure
+        message = f"The game stopped: {error}. This episode cannot be scored."
+        fields = {
+            **fields,
+            "done_reason": reason,
+            "reward_components": {"reward": reward},
+            "messages": [{"role": "user", "content": message}],
+        }
+        return (f"{text}\n{message}" if text else message), reward, False, True, fields
+
     def _advance(self, texts: list[str], reward: float, fields: dict, actions: dict | None = None):
-        """Step the game until the seat must act again or the game ends."""
+        """Step the game until the seat must act again or the game ends (or the other seats play
+        MAX_VOID_ROUNDS void rounds in a row, which fails the episode: see ``fail_infra``)."""
+        void_rounds = 0
         while actions is not None or (not self.game.over and self.seat not in self.game.acting()):
-            if actions is None:
+            others_only = actions is None
+            if others_only:
                 actions = {a: self.players[a].act() for a in self.game.acting()}
+            before = state_key(self.game.state())
             obs, rewards, _, _, infos = self.parallel.step(actions)
+            void_rounds = void_rounds + 1 if others_only and state_key(self.game.state()) == before else 0
+            if void_rounds >= MAX_VOID_ROUNDS:
+                stuck = ", ".join(sorted(actions))
+                self.fail_infra("seat_stuck", f"{stuck} made no valid move in {MAX_VOID_ROUNDS} tries")
+                break
             actions = None
             texts.append(obs[self.seat])
             reward += rewards[self.seat]

@@ -3,14 +3,16 @@ declared to the trainer as an ``Estimator`` (see ``estimator.py``).
 
 ``ESTIMATORS`` maps a config name (``rl.estimator``) to its declaration, in the order the config
 lists them; ``empg.modulate`` composes with any of them (``rl.empg``). ``sibling`` (credit from
-the siblings of tree rollouts) is not listed yet: it needs batches that branch from env
-snapshots, which the pool does not make yet.
+the siblings of tree rollouts) needs batches that branch from env snapshots (``rl.branches >= 1``).
 """
 
 from __future__ import annotations
 
 from turngym.trainers.advantages import empg, gigpo, graph, grpo, hgpo, hiper, rloo, sibling, turn_gae
 from turngym.trainers.advantages.estimator import Advantages, Batch, Estimator
+
+#: estimators whose step groups are the siblings of tree rollouts (a config needs rl.branches >= 1)
+TREE_ESTIMATORS = ("sibling",)
 
 ESTIMATORS: dict[str, Estimator] = {
     e.name: e
@@ -22,11 +24,13 @@ ESTIMATORS: dict[str, Estimator] = {
         graph.ESTIMATOR,
         turn_gae.ESTIMATOR,
         hiper.ESTIMATOR,
+        sibling.ESTIMATOR,
     )
 }
 
 __all__ = [
     "ESTIMATORS",
+    "TREE_ESTIMATORS",
     "Advantages",
     "Batch",
     "Estimator",

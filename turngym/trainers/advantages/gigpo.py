@@ -62,9 +62,23 @@ def advantages(
     else:
         episode = episode_advantage(trajectories, scale=scale, eps=eps)[flat.traj]
         returns = step_returns(flat, gamma)
-    anchors = index_of(zip(flat.group.tolist(), flat.state))
-    step = normalize_in_groups(returns, anchors, flat.valid, scale=scale, eps=eps)
+    step = anchor_term(flat, returns, scale, eps)
     return unflatten(where_scorable(episode + step_weight * step, flat), flat)
+
+
+def anchor_term(flat, returns: np.ndarray, scale: bool = True, eps: float = EPS) -> np.ndarray:
+    """A_S per step row: the step returns normalised in their anchor-state groups (same group,
+    same ``state_key``; singletons 0)."""
+    anchors = index_of(zip(flat.group.tolist(), flat.state))
+    return normalize_in_groups(returns, anchors, flat.valid, scale=scale, eps=eps)
+
+
+def step_term(
+    trajectories: list[Trajectory], gamma: float = 0.95, scale: bool = True, eps: float = EPS
+) -> list[np.ndarray]:
+    """A_S alone, per trajectory (0 on unscorable ones): to add to another estimator's advantages."""
+    flat = flatten(trajectories)
+    return unflatten(where_scorable(anchor_term(flat, step_returns(flat, gamma), scale, eps), flat), flat)
 
 
 ESTIMATOR = Estimator("gigpo", step_only(advantages), options=("gamma", "step_weight", "scale", "eps", "reference"))

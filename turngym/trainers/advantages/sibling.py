@@ -5,8 +5,8 @@ several continuations from it. Each trajectory of the batch is a node of the tre
 
 - a root has no parent; its steps are turns 0, 1, ... (the roots of one group share their reset
   state: ``EnvPool.rollout`` gives a group identical starts);
-- a branch names its parent and the turn it branches at, ``metadata["parent"]`` (the parent's
-  ``trajectory_id``) and ``metadata["branch_turn"]`` = b: it shares the parent's turns before b,
+- a branch names its parent and the turn it branches at, ``Trajectory.parent`` (the parent's
+  ``trajectory_id``) and ``Trajectory.branch_turn`` = b: it shares the parent's turns before b,
   which only the parent holds (no step is trained twice), and its own steps are turns b, b+1, ...
 
 Branch point (p, b): the state before turn b of node p. Its siblings S(p, b) are the branches of p
@@ -36,7 +36,13 @@ ancestors' before the branch points on its path,
     A(t) = A_E(j) + w * A_sib(t)                                      (w = 1)
 
 ``sibling_term`` returns A_sib alone, to add to another estimator's step advantages (GiGPO's,
-HGPO's): A(t) = A_gigpo(t) + w * A_sib(t). Unscorable nodes count in no group and get 0.
+HGPO's): A(t) = A_gigpo(t) + w * A_sib(t). The trainer's ``combine="gigpo"`` does that with
+GiGPO's step term over the whole tree (its anchor-state groups: at a branch point the same
+siblings, plus states the group's episodes revisit anywhere else):
+
+    A(t) = A_E(j) + w * (A_sib(t) + A_S(t))
+
+Unscorable nodes count in no group and get 0.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ from turngym.trainers.advantages._common import (
     where_scorable,
 )
 from turngym.trainers.advantages.estimator import Estimator, step_only
+from turngym.trainers.advantages.gigpo import step_term
+
+#: what ``combine`` may add to the sibling term: nothing, or GiGPO's anchor-state step term
+COMBINE = ("none", "gigpo")
 
 
 def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]]:
@@ -68,13 +78,13 @@ def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]
             index[t.trajectory_id] = i
     parents: list[int | None] = []
     for t in trajectories:
-        parent = t.metadata.get("parent")
-        if parent is None:
+        parent = t.parent
+        if not parent:
             parents.append(None)
             continue
         if parent not in index:
             raise ValueError(
-                f"metadata['parent']: {parent!r} (of {t.trajectory_id!r}) is not a trajectory_id "
+                f"parent: {parent!r} (of {t.trajectory_id!r}) is not a trajectory_id "
                 "in the batch; a branch's parent must be in the same batch"
             )
         parents.append(index[parent])
@@ -87,13 +97,13 @@ def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]
                 starts[i] = 0
             else:
                 if i in seen:
-                    raise ValueError(f"metadata['parent']: the parents of {t.trajectory_id!r} form a cycle")
-                b = t.metadata.get("branch_turn")
+                    raise ValueError(f"parent: the parents of {t.trajectory_id!r} form a cycle")
+                b = t.branch_turn
                 low = start(p, (*seen, i))
                 high = low + len(trajectories[p].steps)
                 if isinstance(b, bool) or not isinstance(b, int) or not low <= b <= high:
                     raise ValueError(
-                        f"metadata['branch_turn']: {b!r} (of {t.trajectory_id!r}) must be an int "
+                        f"branch_turn: {b!r} (of {t.trajectory_id!r}) must be an int "
                         f"from {low} to {high}, the turns of its parent {trajectories[p].trajectory_id!r}"
                     )
                 starts[i] = b
@@ -154,7 +164,10 @@ def advantages(
     step_weight: float = 1.0,
     scale: bool = True,
     eps: float = EPS,
+    combine: str = "none",
 ) -> list[np.ndarray]:
+    if combine not in COMBINE:
+        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(COMBINE)}")
     parents, _ = tree_of(trajectories)
 
     def root(i: int) -> int:
@@ -166,7 +179,9 @@ def advantages(
     mask = np.array([t.scorable for t in trajectories], dtype=bool)
     episode = normalize_in_groups(episode_returns(trajectories), groups, mask, scale=scale, eps=eps)
     sibling = sibling_term(trajectories, gamma=gamma, scale=scale, eps=eps)
+    if combine == "gigpo":
+        sibling = [a + b for a, b in zip(sibling, step_term(trajectories, gamma=gamma, scale=scale, eps=eps))]
     return [np.where(m, a + step_weight * s, 0.0).astype(np.float32) for a, s, m in zip(episode, sibling, mask)]
 
 
-ESTIMATOR = Estimator("sibling", step_only(advantages), options=("gamma", "step_weight", "scale", "eps"))
+ESTIMATOR = Estimator("sibling", step_only(advantages), options=("gamma", "step_weight", "scale", "eps", "combine"))

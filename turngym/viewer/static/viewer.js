@@ -1,6 +1,6 @@
 // turngym view: the episode list with filters, one episode's turns, and a group's rollouts
 // side by side. Plain DOM, no libraries. Page state lives in the URL hash
-// (#file=F&episode=I or #file=F&group=G) so the report can link straight to an episode.
+// (#file=F&episode=I, #file=F&group=G or #file=F&trees=1) so the report can link straight to an episode.
 "use strict";
 
 const state = { file: "", episodes: [], scale: 0, sortKey: "index", sortDir: 1, selected: null };
@@ -131,6 +131,9 @@ async function loadFile(name) {
   state.file = name;
   state.episodes = body.episodes;
   state.scale = body.advantage_scale;
+  const trees = document.getElementById("open-trees");
+  trees.hidden = !body.branches;
+  trees.textContent = `Tree view: ${body.branches} branches`;
   document.getElementById("file-select").value = name;
   fillSelect("filter-env", state.episodes.map((e) => e.env_id));
   fillSelect("filter-type", state.episodes.map((e) => e.task_type));
@@ -192,6 +195,9 @@ async function showEpisode(file, index) {
         fact("seed", ep.seed ?? "–"), fact("turns", ep.steps.length), fact("return", fmt(ep.episode_return)),
         fact("outcome", outcomeCell(ep)), fact("estimator", ep.estimator || "none recorded"),
         fact("invalid actions", ep.invalid_actions)),
+      ep.parent ? el("p", { id: "branched-from" }, `Branched at turn ${ep.branch_turn + 1} from `,
+        el("a", { href: `#file=${encodeURIComponent(file)}&episode=${indexOf(ep.parent)}` }, ep.parent),
+        " (its turns before that are the root's)") : null,
       ep.group_id && groupSize > 1 ? el("button", { id: "open-group",
         onclick: () => go({ file, group: ep.group_id }) }, `Group view: ${groupSize} rollouts of this task`) : null,
       ep.error ? el("details", { open: true }, el("summary", { class: "error" }, "env error (episode unscorable)"),
@@ -232,6 +238,39 @@ async function showGroup(file, groupId) {
     el("div", { class: "table-wrap" }, el("table", { class: "group" }, el("thead", {}, head), el("tbody", {}, ...rows))));
 }
 
+// ---- tree rollouts: each root with its branches -------------------------------------------------
+function indexOf(trajectoryId) {
+  const row = state.episodes.find((e) => e.trajectory_id === trajectoryId);
+  return row ? row.index : -1;
+}
+
+function treeRow(file, n, branch) {
+  const link = el("a", { href: `#file=${encodeURIComponent(file)}&episode=${n.index}` }, n.trajectory_id);
+  const outcome = el("span", { class: { success: "ok", failure: "bad" }[n.outcome] || "unscorable" }, n.outcome);
+  return el("tr", { class: branch ? "tree-branch" : "tree-root", "data-index": n.index },
+    el("td", {}, branch ? `↳ at turn ${n.branch_turn + 1}` : "root"),
+    el("td", { class: "clip", title: n.trajectory_id }, link),
+    el("td", { class: "clip", title: branch ? n.first_action : "" }, branch ? n.first_action : ""),
+    el("td", { class: "num" }, n.turns),
+    el("td", { class: "num" }, fmt(n.episode_return)),
+    el("td", {}, outcome));
+}
+
+async function showTrees(file) {
+  const t = await api(`/api/trees?file=${encodeURIComponent(file)}`);
+  document.getElementById("detail-hint").hidden = true;
+  const head = el("tr", {}, ...["", "episode", "first action", "own turns", "return", "outcome"].map((h) => el("th", {}, h)));
+  document.getElementById("detail").replaceChildren(
+    el("div", { class: "episode-head", id: "trees", "data-groups": t.groups.length },
+      el("h2", {}, "Tree rollouts"),
+      el("p", { class: "muted" }, "Each root with the branches restored from its env snapshot at a turn. A branch's " +
+         "return counts its root's rewards before the branch turn.")),
+    ...t.groups.map((g) => el("section", { class: "tree", "data-group": g.group_id },
+      el("h3", {}, `Group ${g.group_id}`),
+      el("div", { class: "table-wrap" }, el("table", { class: "group" }, el("thead", {}, head),
+        el("tbody", {}, ...g.roots.flatMap((r) => [treeRow(file, r, false), ...r.branches.map((b) => treeRow(file, b, true))])))))));
+}
+
 // ---- routing ------------------------------------------------------------------------------------
 function go(params) {
   const hash = Object.entries(params).map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join("&");
@@ -247,6 +286,7 @@ async function route() {
     await loadFile(file);
     if (params.has("episode")) await showEpisode(file, Number(params.get("episode")));
     else if (params.has("group")) await showGroup(file, params.get("group"));
+    else if (params.has("trees")) await showTrees(file);
   } catch (err) {
     document.getElementById("detail").replaceChildren(el("p", { class: "error" }, String(err.message || err)));
   }
@@ -262,6 +302,7 @@ async function init() {
     input.addEventListener("input", renderList);
   }
   document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
+  document.getElementById("open-trees").addEventListener("click", () => go({ file: state.file, trees: 1 }));
   for (const th of document.querySelectorAll("#episodes th[data-sort]")) {
     th.addEventListener("click", () => {
       state.sortDir = state.sortKey === th.dataset.sort ? -state.sortDir : 1;
