@@ -14,6 +14,7 @@ from turngym.core.versions import env_hash
 from turngym.integrations.env_server.errors import EnvDied, EnvRaised, EnvTimeout, SessionError, naming
 from turngym.integrations.env_server.processes import EnvProcess, close_processes
 from turngym.integrations.env_server.shared import Hosts, SharedEnv, declares_shared
+from turngym.integrations.env_server.spawner import Spawner
 from turngym.integrations.env_server.validate import check_env_kwargs, check_id, check_reset, shown
 
 # Building an env (a process forked, the env made) may take this long even under a shorter step
@@ -64,6 +65,7 @@ class SessionStore:
         self.stuck: list[EnvProcess] = []  # killed, yet alive (in the kernel): counted by /health
         self.running = 0  # env calls in flight
         self.hosts = Hosts()  # the shared host processes (light mode)
+        self.spawner = Spawner()  # forks each isolated session's process
         self.counts = {"created": 0, "closed": 0, "expired": 0, "timed_out": 0, "env_errors": 0, "steps": 0}
 
     # ----- lifecycle ---------------------------------------------------------------------------
@@ -107,7 +109,7 @@ class SessionStore:
             if not self.limits.isolate_all and declares_shared(session.env_id):
                 session.process = await SharedEnv.start(self.hosts, session.env_id, session.env_kwargs, timeout)
             else:
-                session.process = await EnvProcess.start(session.env_id, session.env_kwargs, timeout)
+                session.process = await EnvProcess.start(self.spawner, session.env_id, session.env_kwargs, timeout)
         except EnvRaised as e:
             self._drop(session.id)
             raise SessionError(400, f"env_kwargs: cannot build {session.env_id}: {e}") from None
@@ -179,6 +181,7 @@ class SessionStore:
         self.counts["closed"] += len(sessions)
         await self._close_envs(sessions)
         self.hosts.close()
+        self.spawner.close()
 
     async def _close_envs(self, sessions: list[_Session]) -> None:
         processes = [s.process for s in sessions if s.process is not None]
