@@ -7,7 +7,6 @@ sessions with it, each marked unscorable, which is why code and browser envs nev
 
 import asyncio
 import contextlib
-import importlib
 import os
 import queue
 import threading
@@ -22,16 +21,23 @@ _DECLARED: dict[str, bool] = {}
 
 
 def declares_shared(env_id: str) -> bool:
-    """Whether ``env_id``'s class says it may share a process (``shares_process = True``)."""
+    """Whether ``env_id``'s class says it may share a process (``shares_process = True``); an id
+    whose env wraps a base env (``base_entry_point``, as tools mode does) needs the base's say too."""
     if env_id not in _DECLARED:
+        from gymnasium.envs.registration import load_env_creator
+
         import turngym
 
-        entry = turngym.spec(env_id).entry_point
+        spec = turngym.spec(env_id)
+        entry_points = [
+            spec.entry_point,
+            *([spec.kwargs["base_entry_point"]] if "base_entry_point" in spec.kwargs else []),
+        ]
         try:
-            if isinstance(entry, str):
-                module, _, name = entry.partition(":")
-                entry = getattr(importlib.import_module(module), name)
-            _DECLARED[env_id] = getattr(entry, "shares_process", False) is True
+            _DECLARED[env_id] = all(
+                getattr(e if callable(e) else load_env_creator(e), "shares_process", False) is True
+                for e in entry_points
+            )
         except Exception:  # noqa: BLE001 - an entry point that cannot load: isolated, which reports why
             _DECLARED[env_id] = False
     return _DECLARED[env_id]
