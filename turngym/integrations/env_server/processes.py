@@ -61,7 +61,22 @@ def _env_task_ids(env, split):
     return {"split": split or env.split, "task_ids": env.task_ids(split or env.split)}
 
 
-ENV_CALLS = {"reset": _env_reset, "step": _env_step, "describe": _env_describe, "task_ids": _env_task_ids}
+def _env_snapshot(env):
+    return env.unwrapped.snapshot()
+
+
+def _env_restore(env, snapshot):
+    return env.reset(options={"snapshot": snapshot})
+
+
+ENV_CALLS = {
+    "reset": _env_reset,
+    "step": _env_step,
+    "describe": _env_describe,
+    "task_ids": _env_task_ids,
+    "snapshot": _env_snapshot,
+    "restore": _env_restore,
+}
 
 
 _LIBC = []  # the C library, loaded once in the spawner and inherited by every session's process
