@@ -184,6 +184,7 @@ async def run_n(url: str, n: int, pid: int) -> dict:
         "pss_per_session_mb": round((peak[0] - before) / n, 2) if peak[0] is not None else None,
         "failures": sorted(set(failures))[:5],
         "failed": len(failures),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],  # the machine is shared: say how loaded
     }
 
 
@@ -212,7 +213,7 @@ def scaling(sizes: list[int]) -> list[dict]:
         ("openenv-core 0.3.0", openenv_proc, f"ws://127.0.0.1:{openenv_port}/ws"),
     ]
     try:
-        for _name, proc, url in servers:  # warm up: the forkserver, the first host, imports
+        for _name, proc, url in servers:  # warm up: the spawner, the first host, imports
             asyncio.run(run_n(url, 2, proc.pid))
         for n in sizes:
             for name, proc, url in servers:
