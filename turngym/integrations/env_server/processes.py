@@ -192,20 +192,6 @@ def start_process(target, args: tuple):
     return process, conn
 
 
-async def readable(fd: int, timeout: float) -> bool:
-    """Whether ``fd`` becomes readable within ``timeout`` seconds; the event loop watches it,
-    so the wait holds no thread."""
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(True))
-    try:
-        return await asyncio.wait_for(ready, timeout)
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
-
-
 class EnvProcess:
     """One session's env in a process of its own: killable at a deadline whatever the env is
     doing, and an env that exits takes only this process with it. Calls are awaited on the
@@ -213,6 +199,26 @@ class EnvProcess:
 
     def __init__(self, process, conn):
         self.process, self.conn = process, conn
+        self.waiting: asyncio.Future | None = None  # the call waiting for the env's answer
+        self.fd: int | None = conn.fileno()
+        # watched from the start, once: a call then costs the loop no change to what it polls
+        asyncio.get_running_loop().add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        """The env answered, or its process ended (None): hand it to the call waiting for it."""
+        try:
+            answer = self.conn.recv()
+        except (EOFError, OSError):
+            answer = None
+            self._unwatch()
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.set_result(answer)
+
+    def _unwatch(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.fd)
+            self.fd = None
 
     @classmethod
     async def start(cls, spawner, env_id: str, env_kwargs: dict[str, Any], timeout: float) -> "EnvProcess":
@@ -239,16 +245,18 @@ class EnvProcess:
 
     async def answer(self, timeout: float) -> Any:
         """The env's answer within ``timeout`` seconds; past it the process is killed (EnvTimeout)."""
+        if self.fd is None:  # its pipe has ended
+            raise await self._died()
+        self.waiting = asyncio.get_running_loop().create_future()
         try:
-            ready = await readable(self.conn.fileno(), timeout)
-        except OSError:  # closed under us
-            raise await self._died() from None
-        if not ready:
-            raise await self.time_out()
-        try:
-            status, payload = self.conn.recv()
-        except (EOFError, OSError):
-            raise await self._died() from None
+            answer = await asyncio.wait_for(self.waiting, timeout)
+        except TimeoutError:
+            raise await self.time_out() from None
+        finally:
+            self.waiting = None
+        if answer is None:
+            raise await self._died()
+        status, payload = answer
         if status != "ok":
             raise EnvRaised(status, payload)
         return payload
@@ -282,6 +290,7 @@ class EnvProcess:
         return gone
 
     def close_pipe(self) -> None:
+        self._unwatch()
         with contextlib.suppress(OSError):
             self.conn.close()
 
