@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -230,6 +231,13 @@ def scaling(sizes: list[int]) -> list[dict]:
     return rows
 
 
+def alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 class Talk:
     def act(self, conversations):
         return ["go"] * len(conversations)
@@ -248,8 +256,13 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
     victim = servers[1][0]
     killed_at = []
 
+    under = []  # every process under the 3 servers just before the kill: none may outlive them
+
     def kill_later():
         time.sleep(3.0)  # mid-way through the second round of 2 s episodes
+        for proc, _ in servers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                under.extend(psutil.Process(proc.pid).children(recursive=True))
         victim.send_signal(signal.SIGKILL)
         killed_at.append(time.monotonic())
 
@@ -265,7 +278,7 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
             proc.kill()
             proc.wait(30)
     time.sleep(3)
-    left = [p for p in psutil.process_iter(["cmdline"]) if "turngym-env-session" in " ".join(p.info["cmdline"] or [])]
+    left = [p for p in under if alive(p)]
     ids = [t.task_id for t in trajs]  # one task per episode: each must come back once
     finished = sum(1 for t in trajs if t.scorable)
     return {
@@ -278,7 +291,8 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
         "unscorable_errors": sorted({(t.metadata.get("error") or "")[:80] for t in trajs if not t.scorable})[:5],
         "killed_after_s": round(killed_at[0] - started, 1) if killed_at else None,
         "wall_s": round(wall, 1),
-        "env_processes_left": len(left),
+        "processes_under_the_servers": len(under),
+        "processes_left": len(left),
     }
 
 
