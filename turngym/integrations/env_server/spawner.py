@@ -28,6 +28,7 @@ from typing import Any
 from turngym.integrations.env_server.errors import EnvDied
 
 _LENGTH = struct.Struct("!I")  # a request: its pickle's length, the pickle, then the env's pipe end
+WARM_S = 20.0  # the longest an env's warm-up may hold the spawner
 _REPLY = struct.Struct("!cii")  # b"F" forked (pid), b"E" exited (pid, exit code), b"X" no fork (errno)
 
 
@@ -58,7 +59,35 @@ def _prepare(registration: dict[str, Any], imported: set[str]) -> None:
         entry = registration.get("entry_point")
         if isinstance(entry, str):
             importlib.import_module(entry.partition(":")[0])
+        _warm(registration["id"])
     gc.freeze()  # what was just imported stays shared with the children, untouched by their collector
+
+
+def _warm(env_id: str) -> None:
+    """Build and reset one env here, then close it, so that what an env caches per process (the
+    household's generated task set: 1.7 s at its first reset) is inherited, not rebuilt by every
+    session. Only envs that declare ``shares_process`` (pure Python, nothing started outside the
+    process) run here, and not for longer than WARM_S: past it the spawner goes on without."""
+    from turngym.core.registry import make
+    from turngym.integrations.env_server.shared import declares_shared
+
+    if not declares_shared(env_id):
+        return
+
+    def late(*_):
+        raise TimeoutError(f"warming {env_id} took more than {WARM_S} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, WARM_S)
+    try:
+        env = make(env_id)
+        try:
+            env.reset(seed=0)
+        finally:
+            env.close()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _child(fd: int, registration: dict[str, Any], env_kwargs: dict[str, Any], inherited) -> None:
@@ -78,6 +107,11 @@ def _child(fd: int, registration: dict[str, Any], env_kwargs: dict[str, Any], in
         util._run_after_forkers()
         _env_process_main(Connection(fd), registration, env_kwargs)
     except BaseException:  # noqa: BLE001 - nothing may leave this function but the exit below
+        # it failed before it could tell the server (out of memory, say): say why on stderr
+        with contextlib.suppress(BaseException):
+            import traceback
+
+            traceback.print_exc()
         code = 1
     finally:
         os._exit(code)
