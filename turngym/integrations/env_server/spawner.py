@@ -21,6 +21,7 @@ import selectors
 import signal
 import socket
 import struct
+import time
 from multiprocessing import util
 from multiprocessing.connection import Connection
 from typing import Any
@@ -217,6 +218,7 @@ class Spawner:
         self.outbox: collections.deque[tuple[bytes, Any]] = collections.deque()  # (bytes, pipe end to send)
         self.children: dict[int, Child] = {}
         self.buffer = b""
+        self.answered = time.monotonic()  # when the spawner last sent anything
         self.starting = asyncio.Lock()
 
     async def fork(self, registration: dict[str, Any], env_kwargs: dict[str, Any], timeout: float):
@@ -232,7 +234,11 @@ class Spawner:
         try:
             child = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
-            self.close()  # a spawner that does not fork in time is hung: the next fork starts another
+            # only this open fails (its child, if it comes, is killed on arrival): closing the
+            # spawner would take every session it forked with it. It goes only when it answered
+            # nothing at all for the whole wait (hung), so that the next fork starts another.
+            if time.monotonic() - self.answered > timeout:
+                self.close()
             ours.close()
             raise EnvDied(f"the env spawner did not fork within {timeout:g} s") from None
         except EnvDied:
@@ -276,6 +282,7 @@ class Spawner:
             conn.close()
             self.sock.setblocking(False)
             self.buffer = b""
+            self.answered = time.monotonic()
             asyncio.get_running_loop().add_reader(self.sock.fileno(), self._readable)
 
     def _readable(self) -> None:
@@ -288,6 +295,7 @@ class Spawner:
         if not data:
             self._lost()
             return
+        self.answered = time.monotonic()
         self.buffer += data
         while len(self.buffer) >= _REPLY.size:
             kind, pid, value = _REPLY.unpack_from(self.buffer)
