@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -184,6 +185,7 @@ async def run_n(url: str, n: int, pid: int) -> dict:
         "pss_per_session_mb": round((peak[0] - before) / n, 2) if peak[0] is not None else None,
         "failures": sorted(set(failures))[:5],
         "failed": len(failures),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],  # the machine is shared: say how loaded
     }
 
 
@@ -212,7 +214,7 @@ def scaling(sizes: list[int]) -> list[dict]:
         ("openenv-core 0.3.0", openenv_proc, f"ws://127.0.0.1:{openenv_port}/ws"),
     ]
     try:
-        for _name, proc, url in servers:  # warm up: the forkserver, the first host, imports
+        for _name, proc, url in servers:  # warm up: the spawner, the first host, imports
             asyncio.run(run_n(url, 2, proc.pid))
         for n in sizes:
             for name, proc, url in servers:
@@ -227,6 +229,13 @@ def scaling(sizes: list[int]) -> list[dict]:
             proc.terminate()
             proc.wait(30)
     return rows
+
+
+def alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 class Talk:
@@ -247,8 +256,13 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
     victim = servers[1][0]
     killed_at = []
 
+    under = []  # every process under the 3 servers just before the kill: none may outlive them
+
     def kill_later():
         time.sleep(3.0)  # mid-way through the second round of 2 s episodes
+        for proc, _ in servers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                under.extend(psutil.Process(proc.pid).children(recursive=True))
         victim.send_signal(signal.SIGKILL)
         killed_at.append(time.monotonic())
 
@@ -264,7 +278,7 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
             proc.kill()
             proc.wait(30)
     time.sleep(3)
-    left = [p for p in psutil.process_iter(["cmdline"]) if "turngym-env-session" in " ".join(p.info["cmdline"] or [])]
+    left = [p for p in under if alive(p)]
     ids = [t.task_id for t in trajs]  # one task per episode: each must come back once
     finished = sum(1 for t in trajs if t.scorable)
     return {
@@ -277,7 +291,8 @@ def pool_with_a_kill(episodes: int = 96, num_envs: int = 48) -> dict:
         "unscorable_errors": sorted({(t.metadata.get("error") or "")[:80] for t in trajs if not t.scorable})[:5],
         "killed_after_s": round(killed_at[0] - started, 1) if killed_at else None,
         "wall_s": round(wall, 1),
-        "env_processes_left": len(left),
+        "processes_under_the_servers": len(under),
+        "processes_left": len(left),
     }
 
 

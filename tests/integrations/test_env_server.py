@@ -617,6 +617,21 @@ def test_envs_that_declare_it_share_a_process_and_a_hang_costs_only_its_session(
         env.close()
 
 
+def test_the_pure_python_families_run_in_light_mode_and_code_browser_and_games_do_not():
+    from turngym.integrations.env_server.shared import declares_shared
+
+    light = ["turngym/Household-v0", "turngym/Household-tools-v0", "turngym/Shop-100-v0", "turngym/Shop-HTML-v0"]
+    isolated = ["turngym/ToolQA-v0", "turngym/CodeRepair-v0", "turngym/ShopPages-v0", "turngym/Auction-v0"]
+    assert [declares_shared(e) for e in light + isolated] == [True] * len(light) + [False] * len(isolated)
+    with env_server() as (url, store):
+        envs = [RemoteEnv(url, env_id) for env_id in light[::2]]
+        for env in envs:
+            assert env.reset(seed=0)[1]["scorable"] is True
+        assert len(store.hosts.hosts) == 1 and len(store.hosts.hosts[0].keys) == 2  # one process, both sessions
+        for env in envs:
+            env.close()
+
+
 class Nap:
     def act(self, conversations):
         return ["nap"] * len(conversations)

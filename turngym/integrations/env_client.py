@@ -60,8 +60,27 @@ class EnvClient:
             raise ServerError(response.status_code, str(data.get("error", data)), bool(data.get("scorable", True)))
         return data
 
-    def create(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self._call("POST", "/sessions", {"env_id": env_id, "env_kwargs": env_kwargs or {}})
+    def create(
+        self, env_id: str, env_kwargs: dict[str, Any] | None = None, snapshot_id: str | None = None
+    ) -> dict[str, Any]:
+        """A new session; with ``snapshot_id`` (from ``snapshot``), in that state: the answer
+        then carries its observation and info, and no reset is needed."""
+        body = {"env_id": env_id, "env_kwargs": env_kwargs or {}}
+        if snapshot_id is not None:
+            body["snapshot_id"] = snapshot_id
+        return self._call("POST", "/sessions", body)
+
+    def snapshot(self, session_id: str) -> dict[str, Any]:
+        """Keep the session's state on the server: ``{"snapshot_id", "env_id", "turn", "nbytes"}``."""
+        return self._call("POST", f"/sessions/{session_id}/snapshot")
+
+    def fork(self, session_id: str) -> dict[str, Any]:
+        """A new session in the state this one is in now: ``create``'s answer, with the
+        observation and info."""
+        return self._call("POST", f"/sessions/{session_id}/fork")
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self._call("DELETE", f"/snapshots/{snapshot_id}")
 
     def reset(self, session_id: str, seed: int | None = None, options: dict | None = None) -> dict[str, Any]:
         return self._call("POST", f"/sessions/{session_id}/reset", {"seed": seed, "options": options})
@@ -117,6 +136,7 @@ class RemoteEnv(gym.Env[str, str]):
         timeout: float = 120.0,
         render_mode: str | None = None,
         client: EnvClient | None = None,
+        session: dict[str, Any] | None = None,
     ):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode: {render_mode!r} is not supported; allowed: None, 'ansi'")
@@ -130,7 +150,11 @@ class RemoteEnv(gym.Env[str, str]):
         self.session_id: str | None = None
         self.info: dict[str, Any] = {}
         self._last_observation = ""
-        self._open_session()
+        # ``session``: a session opened already (a fork's); else a new one
+        if session is not None:
+            self.session_id = session["session_id"]
+        else:
+            self._open_session()
 
     def _open_session(self) -> None:
         self.session_id = self.client.create(self.env_id, self.env_kwargs)["session_id"]
@@ -196,6 +220,20 @@ class RemoteEnv(gym.Env[str, str]):
             "reward_components": {"reward": 0.0},
         }
         return text, 0.0, False, True, info
+
+    def fork(self) -> RemoteEnv:
+        """Another RemoteEnv, on a new server session in the state this one is in now (same
+        env_kwargs, turn and episode; the env must support snapshots). Both go on independently."""
+        if self.session_id is None:
+            raise gym.error.ResetNeeded("call reset() before fork()")
+        try:
+            out = self.client.fork(self.session_id)
+        except ServerError as e:
+            raise (ValueError(e.message) if e.status == 400 else e) from None
+        base_url, token, timeout = self._client_args
+        other = RemoteEnv(base_url, self.env_id, token, self.env_kwargs, timeout, self.render_mode, session=out)
+        other._last_observation, other.info = out["observation"], out["info"]
+        return other
 
     def task_ids(self, split: str | None = None) -> list[str]:
         if self.session_id is None:

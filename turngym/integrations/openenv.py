@@ -15,7 +15,9 @@ Routes under that base URL, as an OpenEnv server has them:
 - ``/ws``: one WebSocket is one session (one env). Messages ``{"type": "reset", "data": {...}}``,
   ``{"type": "step", "data": {"action": "..."}}``, ``{"type": "state"}``, ``{"type": "close"}``.
   ``reset`` takes ``seed`` and ``episode_id`` (OpenEnv's) and turngym's ``task_id``, ``split``,
-  ``task``, ``max_turns``.
+  ``task``, ``max_turns``. Forks (envs with snapshots): ``{"type": "snapshot"}`` answers
+  ``{"type": "snapshot", "data": {"snapshot_id", ...}}`` (the state stays on the server), and a
+  reset whose data is ``{"snapshot_id": ...}`` continues that state on any socket of the env.
 - ``/schema``, ``/metadata``, ``/health``, ``/state``; ``/reset`` (a throwaway env, as OpenEnv's
   HTTP reset is); ``/step`` answers 409, since a stateless HTTP step has no episode to act in.
 
@@ -38,7 +40,7 @@ import turngym
 from turngym.integrations.env_server.errors import SessionError
 
 PREFIX = "/openenv/{env_id:path}"
-RESET_FIELDS = ("seed", "episode_id", "task_id", "split", "task", "max_turns")
+RESET_FIELDS = ("seed", "episode_id", "task_id", "split", "task", "max_turns", "snapshot_id")
 STEP_FIELDS = ("action", "metadata")  # metadata: OpenEnv's Action base class always has it
 
 ACTION_SCHEMA = {
@@ -149,9 +151,11 @@ def add_routes(app, store, call) -> None:
         try:
             body = await _json_body(request)
             seed, options = reset_arguments(body)
-            sid = (await call(store.create, env_id, {}))["session_id"]
+            out = await call(store.create, env_id, {}, body.get("snapshot_id"))
+            sid = out["session_id"]
             try:
-                out = await call(store.reset, sid, seed, options)
+                if "observation" not in out:  # a snapshot's session is there already
+                    out = await call(store.reset, sid, seed, options)
             finally:
                 if sid in store.sessions:
                     await call(store.close, sid)
@@ -225,7 +229,9 @@ async def _reply(episode: "_Episode", store, call, message: Any) -> dict[str, An
             return await episode.step(store, call, data)
         if kind == "state":
             return {"type": "state", "data": episode.state()}
-        return error("UNKNOWN_TYPE", f"type: {str(kind)[:40]!r} is not one of reset, step, state, close")
+        if kind == "snapshot":
+            return await episode.snapshot(store, call)
+        return error("UNKNOWN_TYPE", f"type: {str(kind)[:40]!r} is not one of reset, step, state, snapshot, close")
     except SessionError as e:
         return error(_code(e), e.message, scorable=e.scorable)
 
@@ -243,6 +249,8 @@ class _Episode:
 
     async def reset(self, store, call, data: dict[str, Any]) -> dict[str, Any]:
         seed, options = reset_arguments(data)
+        if data.get("snapshot_id") is not None:
+            return await self.restore(store, call, data)
         if self.session_id is None or self.session_id not in store.sessions:  # first, or expired / timed out
             self.session_id = (await call(store.create, self.env_id, {}))["session_id"]
         try:
@@ -253,6 +261,27 @@ class _Episode:
             raise
         self.info, self.steps, self.done, self.scorable = out["info"], 0, False, True
         return {"type": "observation", "data": answer(out["observation"], None, False, False, out["info"])}
+
+    async def restore(self, store, call, data: dict[str, Any]) -> dict[str, Any]:
+        """This socket's episode goes on from a kept snapshot: its session is replaced by one made
+        in the snapshot's state (a fork: another socket's snapshot, restored here)."""
+        others = sorted(k for k in data if k != "snapshot_id" and data[k] is not None)
+        if others:
+            raise SessionError(400, f"{others[0]}: a reset from snapshot_id takes no other field")
+        out = await call(store.create, self.env_id, {}, data["snapshot_id"])
+        if self.session_id in store.sessions:
+            await call(store.close, self.session_id)
+        self.session_id = out["session_id"]
+        self.info, self.steps, self.scorable = out["info"], out["info"].get("turn", 0), True
+        self.done = False
+        return {"type": "observation", "data": answer(out["observation"], None, False, False, out["info"])}
+
+    async def snapshot(self, store, call) -> dict[str, Any]:
+        if self.session_id is None:
+            raise SessionError(409, "reset needed: send reset before snapshot")
+        from turngym.integrations.env_server import forks
+
+        return {"type": "snapshot", "data": await call(forks.snapshot, store, self.session_id)}
 
     async def step(self, store, call, data: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(data) - set(STEP_FIELDS))

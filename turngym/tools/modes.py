@@ -75,6 +75,8 @@ class ToolsModeEnv(TurnEnv):
     # true here so that `turngym list` can say so without building the env; each instance
     # takes its base's value (registry.snapshots_supported reads the base's class too)
     metadata = {**TurnEnv.metadata, "snapshots": True}
+    # this shim is pure Python; serve-env shares a process only when the base env says it may too
+    shares_process = True
     # fixed at construction (the base is snapshotted through its own hooks; the action cache is
     # a pure cache of command -> call text)
     snapshot_shared = ("base", "verbs", "toolset", "executor", "_patterns", "_formats", "_action_cache")

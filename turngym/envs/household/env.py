@@ -143,6 +143,9 @@ class HouseholdEnv(TurnEnv):
     """
 
     default_split = "train"
+    # pure Python with no C that can block and no process-wide state: serve-env may run its
+    # sessions as threads in shared processes (light mode)
+    shares_process = True
     # the state is the world and the task set's goal index and progress; the
     # generated blueprint is pickled as its task id (generator.Blueprint.__reduce_ex__)
     metadata = {**TurnEnv.metadata, "snapshots": True}

@@ -121,6 +121,9 @@ class ShopEnv(TurnEnv):
     # success rate, WebShop's headline figure; `turngym check` judges shortcuts on it.
     metadata = {**TurnEnv.metadata, "skill_measure": "success", "snapshots": True}
     snapshot_shared = ("catalog",)  # read-only, and up to 100k products
+    # Python, numpy and bounded SQLite reads of a read-only catalog that threads share under a
+    # lock: serve-env may run its sessions as threads in shared processes (light mode)
+    shares_process = True
 
     def __init__(
         self,

@@ -10,6 +10,10 @@ A session is one env instance owned by one client. The API mirrors Gymnasium's:
     GET    /sessions/{id}                 tools, admissible actions, instructions, turn
     GET    /sessions/{id}/task_ids?split= the env's task ids
     DELETE /sessions/{id}
+    POST   /sessions/{id}/snapshot        {}  -> {"snapshot_id", ...}   (the state stays here)
+    POST   /sessions/{id}/fork            {}  -> a new session in this one's state
+    POST   /sessions                      {"env_id", "snapshot_id"}  -> a new session in a kept state
+    DELETE /snapshots/{snapshot_id}
     POST   /batch                         {"ops": [{"op": "reset" | "step" | ..., "timeout_s", ...}]}
     GET    /envs, /stats, /health, /openapi.json (the schema), /docs
     /openenv/{env_id}/...                 the same envs for OpenEnv clients (``turngym.integrations.openenv``)

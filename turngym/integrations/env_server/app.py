@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 import turngym
 from turngym.core.http_guard import Guard
 from turngym.integrations import openenv
+from turngym.integrations.env_server import forks
 from turngym.integrations.env_server.errors import SessionError
 from turngym.integrations.env_server.middleware import TokenGate
 from turngym.integrations.env_server.models import (
@@ -168,7 +169,9 @@ def add_session_routes(app, store: SessionStore, call) -> None:
 
     @app.post("/sessions", status_code=201)
     async def create(req: CreateRequest):
-        return await call(store.create, req.env_id, req.env_kwargs)
+        """A new session; with ``snapshot_id``, in that kept snapshot's state (answer with its
+        observation and info, no reset needed)."""
+        return await call(store.create, req.env_id, req.env_kwargs, req.snapshot_id)
 
     @app.post("/sessions/{session_id}/reset")
     async def reset(session_id: str, req: ResetRequest):
@@ -181,6 +184,20 @@ def add_session_routes(app, store: SessionStore, call) -> None:
     @app.post("/sessions/{session_id}/expert_step")
     async def expert_step(session_id: str):
         return answer(await call(store.step, session_id, "", True))
+
+    @app.post("/sessions/{session_id}/snapshot")
+    async def snapshot(session_id: str):
+        """Keep the session's state on the server; the answer's ``snapshot_id`` opens sessions in it."""
+        return await call(forks.snapshot, store, session_id)
+
+    @app.post("/sessions/{session_id}/fork", status_code=201)
+    async def fork(session_id: str):
+        """A new session in the state this one is in now (counts against max_sessions)."""
+        return await call(forks.fork, store, session_id)
+
+    @app.delete("/snapshots/{snapshot_id}")
+    async def delete_snapshot(snapshot_id: str):
+        return forks.delete_snapshot(store, snapshot_id)
 
     @app.get("/sessions/{session_id}")
     async def describe(session_id: str):
@@ -195,15 +212,18 @@ def add_session_routes(app, store: SessionStore, call) -> None:
         return await call(store.close, session_id)
 
 
+OPS = ("reset", "step", "expert_step", "close", "describe", "snapshot", "fork")  # on a session
+
+
 async def run_op(store: SessionStore, call, op: BatchOp) -> Any:
     """One /batch op through ``call``."""
     kind, sid = op.op, op.session_id
     if kind == "create":
         if not op.env_id:
             raise SessionError(400, "env_id: required for op 'create'")
-        return await call(store.create, op.env_id, op.env_kwargs)
-    if kind not in ("reset", "step", "expert_step", "close", "describe"):
-        raise SessionError(400, f"op: {kind!r} is not one of create, reset, step, expert_step, close, describe")
+        return await call(store.create, op.env_id, op.env_kwargs, op.snapshot_id)
+    if kind not in OPS:
+        raise SessionError(400, f"op: {kind!r} is not one of create, {', '.join(OPS)}")
     if not sid:
         raise SessionError(400, f"session_id: required for op {kind!r}")
     if kind == "reset":
@@ -216,6 +236,8 @@ async def run_op(store: SessionStore, call, op: BatchOp) -> Any:
         return await call(store.step, sid, "", True, op.timeout_s)
     if kind == "close":
         return await call(store.close, sid)
+    if kind in ("snapshot", "fork"):
+        return await call(getattr(forks, kind), store, sid, op.timeout_s)
     return await call(store.describe, sid)
 
 

@@ -11,6 +11,7 @@ MAX_BATCH_OPS = 4096  # a /batch with more ops answers 400 (each op may start an
 class CreateRequest(BaseModel):
     env_id: str
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    snapshot_id: str | None = Field(default=None, description="open the session in this kept snapshot's state")
 
 
 class ResetRequest(BaseModel):
@@ -23,10 +24,11 @@ class StepRequest(BaseModel):
 
 
 class BatchOp(BaseModel):
-    op: str = Field(description="create | reset | step | expert_step | close | describe")
+    op: str = Field(description="create | reset | step | expert_step | close | describe | snapshot | fork")
     session_id: str | None = None
     env_id: str | None = None
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    snapshot_id: str | None = None
     seed: StrictInt | None = None
     options: dict[str, Any] | None = None
     action: str | None = None

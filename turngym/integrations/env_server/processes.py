@@ -1,5 +1,7 @@
 """The env server's process supervisor: each session's env in a process of its own, killable
-at a deadline whatever the env is doing, waited on by the event loop (no thread per call)."""
+at a deadline whatever the env is doing, waited on by the event loop (no thread per call). The
+spawner (``spawner``) forks those processes; ``start_process`` starts the few long-lived ones
+(the spawner itself, the light mode's hosts) from multiprocessing's forkserver."""
 
 import asyncio
 import contextlib
@@ -59,18 +61,45 @@ def _env_task_ids(env, split):
     return {"split": split or env.split, "task_ids": env.task_ids(split or env.split)}
 
 
-ENV_CALLS = {"reset": _env_reset, "step": _env_step, "describe": _env_describe, "task_ids": _env_task_ids}
+def _env_snapshot(env):
+    return env.unwrapped.snapshot()
 
 
-def _die_with(server_pid: int) -> None:
+def _env_restore(env, snapshot):
+    return env.reset(options={"snapshot": snapshot})
+
+
+ENV_CALLS = {
+    "reset": _env_reset,
+    "step": _env_step,
+    "describe": _env_describe,
+    "task_ids": _env_task_ids,
+    "snapshot": _env_snapshot,
+    "restore": _env_restore,
+}
+
+
+_LIBC = []  # the C library, loaded once in the spawner and inherited by every session's process
+
+
+def _die_with(server_pid: int | None) -> None:
     """End this process (and its group) once the server is gone, even while the env hangs: a
     server killed with SIGKILL leaves no env behind. The kernel tells: the parent-death signal
-    covers this process's parent (the forkserver), a thread blocked on a pidfd of the server
-    covers the server itself (the forkserver may outlive it)."""
+    covers this process's parent, and with ``server_pid`` a thread blocked on a pidfd of the
+    server covers the server itself (for processes whose parent, multiprocessing's forkserver,
+    may outlive it). A session's process needs only the first: its parent is the spawner, which
+    watches the server."""
+    parent = os.getppid()
     with contextlib.suppress(Exception):
-        import ctypes
+        if not _LIBC:
+            import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        _LIBC[0].prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the signal was set
+        os._exit(1)
+    if server_pid is None:
+        return
     try:
         pidfd = os.pidfd_open(server_pid)
     except (AttributeError, OSError):  # no pidfd (old kernel, not Linux): the parent-death signal alone
@@ -85,13 +114,13 @@ def _die_with(server_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="turngym-env-watch-server").start()
 
 
-def _env_process_main(conn, env_registration: dict[str, Any], env_kwargs: dict[str, Any], server_pid: int) -> None:
+def _env_process_main(conn, env_registration: dict[str, Any], env_kwargs: dict[str, Any]) -> None:
     """A session's process: build the env, then answer ``(name, args)`` requests until ``None``."""
     if hasattr(os, "setpgrp"):
         # its own process group: killing it also ends what the env started (a browser, say), and
         # Ctrl-C at the server's terminal reaches the server only
         os.setpgrp()
-    _die_with(server_pid)
+    _die_with(None)
     from turngym.core.registry import TAGS, make, register
 
     # an env may start processes of its own; a daemonic process may not (the server kills this
@@ -142,7 +171,8 @@ def _process_context():
 
 def start_process(target, args: tuple):
     """Start ``target(conn, *args, server_pid)`` in a process; its (Process, our end of the pipe).
-    Blocking: a handshake with the forkserver, tens of milliseconds on a loaded machine."""
+    Blocking: a handshake with the forkserver, tens of milliseconds on a loaded machine (once per
+    spawner or host, never per session)."""
     context = _process_context()
     conn, child = context.Pipe()
     try:
@@ -162,20 +192,6 @@ def start_process(target, args: tuple):
     return process, conn
 
 
-async def readable(fd: int, timeout: float) -> bool:
-    """Whether ``fd`` becomes readable within ``timeout`` seconds; the event loop watches it,
-    so the wait holds no thread."""
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(True))
-    try:
-        return await asyncio.wait_for(ready, timeout)
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
-
-
 class EnvProcess:
     """One session's env in a process of its own: killable at a deadline whatever the env is
     doing, and an env that exits takes only this process with it. Calls are awaited on the
@@ -183,16 +199,34 @@ class EnvProcess:
 
     def __init__(self, process, conn):
         self.process, self.conn = process, conn
+        self.waiting: asyncio.Future | None = None  # the call waiting for the env's answer
+        self.fd: int | None = conn.fileno()
+        # watched from the start, once: a call then costs the loop no change to what it polls
+        asyncio.get_running_loop().add_reader(self.fd, self._readable)
+
+    def _readable(self) -> None:
+        """The env answered, or its process ended (None): hand it to the call waiting for it."""
+        try:
+            answer = self.conn.recv()
+        except (EOFError, OSError):
+            answer = None
+            self._unwatch()
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.set_result(answer)
+
+    def _unwatch(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.fd)
+            self.fd = None
 
     @classmethod
-    async def start(cls, env_id: str, env_kwargs: dict[str, Any], timeout: float) -> "EnvProcess":
-        """The process with its env built (EnvRaised "build", EnvDied or EnvTimeout if not)."""
-        # the start itself is a short blocking handshake: on a thread, so the loop serves meanwhile;
-        # the env's build (the long part) is then awaited like any call, many at once
+    async def start(cls, spawner, env_id: str, env_kwargs: dict[str, Any], timeout: float) -> "EnvProcess":
+        """The process with its env built (EnvRaised "build", EnvDied or EnvTimeout if not):
+        forked by ``spawner`` (a ``Spawner``) without a thread or a lock, so many start at once."""
         from turngym.core.registry import registration
 
-        started = await asyncio.to_thread(start_process, _env_process_main, (registration(env_id), env_kwargs))
-        self = cls(*started)
+        self = cls(*await spawner.fork(registration(env_id), env_kwargs, timeout))
         await self.answer(timeout)
         return self
 
@@ -211,16 +245,18 @@ class EnvProcess:
 
     async def answer(self, timeout: float) -> Any:
         """The env's answer within ``timeout`` seconds; past it the process is killed (EnvTimeout)."""
+        if self.fd is None:  # its pipe has ended
+            raise await self._died()
+        self.waiting = asyncio.get_running_loop().create_future()
         try:
-            ready = await readable(self.conn.fileno(), timeout)
-        except OSError:  # closed under us
-            raise await self._died() from None
-        if not ready:
-            raise await self.time_out()
-        try:
-            status, payload = self.conn.recv()
-        except (EOFError, OSError):
-            raise await self._died() from None
+            answer = await asyncio.wait_for(self.waiting, timeout)
+        except TimeoutError:
+            raise await self.time_out() from None
+        finally:
+            self.waiting = None
+        if answer is None:
+            raise await self._died()
+        status, payload = answer
         if status != "ok":
             raise EnvRaised(status, payload)
         return payload
@@ -242,24 +278,19 @@ class EnvProcess:
             self.conn.send(None)
 
     async def join(self, timeout: float) -> bool:
-        """Whether the process has ended within ``timeout`` seconds (its sentinel says so)."""
-        if self.process.exitcode is None:
-            with contextlib.suppress(OSError, ValueError):
-                await readable(self.process.sentinel, timeout)
-        return self.process.exitcode is not None
+        """Whether the process has ended within ``timeout`` seconds (the spawner says so)."""
+        return await self.process.join(timeout)
 
     async def kill(self) -> bool:
         """SIGKILL the process (and its process group); whether it is gone a second later."""
         if self.process.exitcode is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (AttributeError, ProcessLookupError, PermissionError):  # no group of its own (yet)
-                self.process.kill()
+            self.process.kill()
         gone = await self.join(timeout=1.0)
         self.close_pipe()
         return gone
 
     def close_pipe(self) -> None:
+        self._unwatch()
         with contextlib.suppress(OSError):
             self.conn.close()
 

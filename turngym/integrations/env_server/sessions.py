@@ -3,6 +3,7 @@
 call in flight waits on its process's pipe and holds no thread."""
 
 import asyncio
+import collections
 import contextlib
 import time
 import uuid
@@ -14,6 +15,7 @@ from turngym.core.versions import env_hash
 from turngym.integrations.env_server.errors import EnvDied, EnvRaised, EnvTimeout, SessionError, naming
 from turngym.integrations.env_server.processes import EnvProcess, close_processes
 from turngym.integrations.env_server.shared import Hosts, SharedEnv, declares_shared
+from turngym.integrations.env_server.spawner import Spawner
 from turngym.integrations.env_server.validate import check_env_kwargs, check_id, check_reset, shown
 
 # Building an env (a process forked, the env made) may take this long even under a shorter step
@@ -29,9 +31,10 @@ class ServerLimits:
     idle_timeout_s: float = 600.0  # a session untouched this long is closed
     max_action_chars: int = 100_000
     isolate_all: bool = False  # a process per session even for envs that declare shares_process
+    max_snapshots: int = 4096  # snapshots kept for clients; past it the oldest is dropped
 
     def __post_init__(self):
-        for name in ("max_sessions", "max_action_chars"):
+        for name in ("max_sessions", "max_action_chars", "max_snapshots"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         for name in ("step_timeout_s", "idle_timeout_s"):
@@ -52,6 +55,18 @@ class _Session:
     steps: int = 0
 
 
+@dataclass
+class KeptSnapshot:
+    """A snapshot the server keeps for its clients: they hold its id, never its bytes (a pickle
+    from a client would run the client's code here)."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    snapshot: Any  # turngym.core.snapshot.Snapshot, from the env's own process
+    over: str | None
+    steps: int
+
+
 class SessionStore:
     """The sessions of one server (the HTTP layer in ``app`` is thin). Its methods run on one
     event loop, so its dicts and counts need no lock; each session's lock keeps its env calls
@@ -64,6 +79,8 @@ class SessionStore:
         self.stuck: list[EnvProcess] = []  # killed, yet alive (in the kernel): counted by /health
         self.running = 0  # env calls in flight
         self.hosts = Hosts()  # the shared host processes (light mode)
+        self.spawner = Spawner()  # forks each isolated session's process
+        self.snapshots: collections.OrderedDict[str, KeptSnapshot] = collections.OrderedDict()  # oldest first
         self.counts = {"created": 0, "closed": 0, "expired": 0, "timed_out": 0, "env_errors": 0, "steps": 0}
 
     # ----- lifecycle ---------------------------------------------------------------------------
@@ -79,8 +96,19 @@ class SessionStore:
         except ValueError as e:
             raise SessionError(404, f"env_id: {e}") from None
 
-    async def create(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create(
+        self, env_id: str, env_kwargs: dict[str, Any] | None = None, snapshot_id: str | None = None
+    ) -> dict[str, Any]:
+        """A new session; with ``snapshot_id``, in that snapshot's state (its env_kwargs too)."""
         env_spec = self.check_env_id(env_id)
+        kept = None
+        if snapshot_id is not None:
+            kept = self.kept_snapshot(snapshot_id)
+            if kept.env_id != env_id:
+                raise SessionError(400, f"env_id: {shown(env_id)} is not the snapshot's env, {kept.env_id!r}")
+            if env_kwargs and env_kwargs != kept.env_kwargs:
+                raise SessionError(400, "env_kwargs: a session from a snapshot takes the snapshot's; send none")
+            env_kwargs = kept.env_kwargs
         env_kwargs = check_env_kwargs(env_kwargs if env_kwargs is not None else {})
         if len(self.sessions) >= self.limits.max_sessions:
             raise SessionError(
@@ -93,12 +121,43 @@ class SessionStore:
         self.counts["created"] += 1
         async with session.lock:
             await self._build(session, while_doing="building the env")
-        return {
-            "session_id": session.id,
-            "env_id": env_id,
-            "max_episode_steps": env_spec.max_episode_steps,
-            "env_hash": env_hash(env_id, **session.env_kwargs),
-        }
+            out = {
+                "session_id": session.id,
+                "env_id": env_id,
+                "max_episode_steps": env_spec.max_episode_steps,
+                "env_hash": env_hash(env_id, **session.env_kwargs),
+            }
+            if kept is not None:
+                out.update(await self._restore(session, kept))
+        return out
+
+    async def _restore(self, session: _Session, kept: KeptSnapshot) -> dict[str, Any]:
+        """Put a new session's env in ``kept``'s state (the session is closed if that fails)."""
+        try:
+            obs, info = await self._env_call(session, "restore", kept.snapshot)
+        except EnvRaised as e:
+            self._drop(session.id)
+            await self._close_envs([session])
+            raise SessionError(500, f"env error: restoring the snapshot: {e}", scorable=False) from None
+        except SessionError:
+            self._drop(session.id)
+            raise
+        session.needs_reset, session.over, session.steps = False, kept.over, kept.steps
+        return {"observation": obs, "info": info}
+
+    # ----- snapshots and forks (the env's own snapshot()/restore(); the bytes never leave the server)
+    def kept_snapshot(self, snapshot_id: Any) -> KeptSnapshot:
+        if not isinstance(snapshot_id, str):
+            raise SessionError(400, f"snapshot_id: must be a string, got {type(snapshot_id).__name__}")
+        check_id("snapshot_id", snapshot_id)
+        kept = self.snapshots.get(snapshot_id)
+        if kept is None:
+            raise SessionError(
+                404,
+                f"snapshot_id: no snapshot {shown(snapshot_id)} (deleted, or dropped as the oldest "
+                f"past max_snapshots={self.limits.max_snapshots})",
+            )
+        return kept
 
     async def _build(self, session: _Session, while_doing: str) -> None:
         """Start the session's env process; a build the env refuses is the caller's env_kwargs."""
@@ -107,7 +166,7 @@ class SessionStore:
             if not self.limits.isolate_all and declares_shared(session.env_id):
                 session.process = await SharedEnv.start(self.hosts, session.env_id, session.env_kwargs, timeout)
             else:
-                session.process = await EnvProcess.start(session.env_id, session.env_kwargs, timeout)
+                session.process = await EnvProcess.start(self.spawner, session.env_id, session.env_kwargs, timeout)
         except EnvRaised as e:
             self._drop(session.id)
             raise SessionError(400, f"env_kwargs: cannot build {session.env_id}: {e}") from None
@@ -179,6 +238,7 @@ class SessionStore:
         self.counts["closed"] += len(sessions)
         await self._close_envs(sessions)
         self.hosts.close()
+        self.spawner.close()
 
     async def _close_envs(self, sessions: list[_Session]) -> None:
         processes = [s.process for s in sessions if s.process is not None]

@@ -7,7 +7,6 @@ sessions with it, each marked unscorable, which is why code and browser envs nev
 
 import asyncio
 import contextlib
-import importlib
 import os
 import queue
 import threading
@@ -22,16 +21,23 @@ _DECLARED: dict[str, bool] = {}
 
 
 def declares_shared(env_id: str) -> bool:
-    """Whether ``env_id``'s class says it may share a process (``shares_process = True``)."""
+    """Whether ``env_id``'s class says it may share a process (``shares_process = True``); an id
+    whose env wraps a base env (``base_entry_point``, as tools mode does) needs the base's say too."""
     if env_id not in _DECLARED:
+        from gymnasium.envs.registration import load_env_creator
+
         import turngym
 
-        entry = turngym.spec(env_id).entry_point
+        spec = turngym.spec(env_id)
+        entry_points = [
+            spec.entry_point,
+            *([spec.kwargs["base_entry_point"]] if "base_entry_point" in spec.kwargs else []),
+        ]
         try:
-            if isinstance(entry, str):
-                module, _, name = entry.partition(":")
-                entry = getattr(importlib.import_module(module), name)
-            _DECLARED[env_id] = getattr(entry, "shares_process", False) is True
+            _DECLARED[env_id] = all(
+                getattr(e if callable(e) else load_env_creator(e), "shares_process", False) is True
+                for e in entry_points
+            )
         except Exception:  # noqa: BLE001 - an entry point that cannot load: isolated, which reports why
             _DECLARED[env_id] = False
     return _DECLARED[env_id]
@@ -153,21 +159,31 @@ class Host:
 
 class Hosts:
     """A store's host processes: a session goes to the fullest host with room that has no hung
-    call; a host left with no sessions after a hang is killed (its stuck threads with it)."""
+    call; a host left with no sessions after a hang is killed (its stuck threads with it). The
+    next host starts while the last one is half full, so opens never wait on a start in
+    between (a start is a second or more on a loaded machine)."""
 
     def __init__(self):
         self.hosts: list[Host] = []
-        self.starting = asyncio.Lock()
+        self.starting: asyncio.Task | None = None  # the one host start in flight
 
     async def pick(self) -> Host:
-        async with self.starting:
+        while True:
             self.hosts = [h for h in self.hosts if not h.dead]
             open_hosts = [h for h in self.hosts if not h.hung and len(h.keys) < SESSIONS_PER_HOST]
             if open_hosts:
+                if sum(SESSIONS_PER_HOST - len(h.keys) for h in open_hosts) <= SESSIONS_PER_HOST // 2:
+                    self._start_one()
                 return max(open_hosts, key=lambda h: len(h.keys))
-            host = Host(*await asyncio.to_thread(start_process, _host_main, ()))
-            self.hosts.append(host)
-            return host
+            await asyncio.shield(self._start_one())
+
+    def _start_one(self) -> asyncio.Task:
+        if self.starting is None or self.starting.done():
+            self.starting = asyncio.ensure_future(self._start())
+        return self.starting
+
+    async def _start(self) -> None:
+        self.hosts.append(Host(*await asyncio.to_thread(start_process, _host_main, ())))
 
     def release(self, host: Host, key: str) -> None:
         host.keys.discard(key)
