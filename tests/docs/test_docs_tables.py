@@ -29,7 +29,8 @@ def test_a_hand_edited_figure_is_caught(tmp_path):
 
 
 def test_the_readme_and_benchmarks_page_carry_the_demo_tables():
-    readme, bench = (ROOT / "README.md").read_text(), (ROOT / "docs" / "benchmarks.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    bench = (ROOT / "docs" / "benchmarks.md").read_text() + (ROOT / "docs" / "benchmarks-log.md").read_text()
     assert "<!-- table: demo-readme -->" in readme
     for name in (
         "demo-valid-unseen",
@@ -71,3 +72,12 @@ def test_a_loss_and_an_interval_holding_zero_are_said_plainly():
     text = plainly(runs, low=-0.02)
     assert "lost beyond noise (p < 0.05) at seed 7" in text and "includes 0" in text
     assert plainly(runs[:1], low=0.03) == ""
+
+
+def test_the_front_pages_stay_short():
+    """The README orients (<= 900 words); docs/benchmarks.md holds today's figures (<= 700 lines),
+    history goes to benchmarks-log.md."""
+    words = len((ROOT / "README.md").read_text().split())
+    lines = len((ROOT / "docs" / "benchmarks.md").read_text().splitlines())
+    assert words <= 900, f"README.md has {words} words"
+    assert lines <= 700, f"docs/benchmarks.md has {lines} lines"
