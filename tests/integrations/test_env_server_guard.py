@@ -15,7 +15,7 @@ import time
 import httpx
 import psutil
 import pytest
-from env_servers import STUCK_COUNTER, env_server, env_server_process, register_stuck_counter, wait_healthy
+from env_servers import STUCK_COUNTER, SUPPORT, env_server, env_server_process, register_stuck_counter, wait_healthy
 from fastapi.testclient import TestClient
 
 from turngym.integrations.env_client import EnvClient, RemoteEnv
@@ -133,8 +133,7 @@ def test_token_stays_out_of_the_access_log_and_the_docs_load_with_one():
     token = "t0ken-that-must-not-be-logged"
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
         [
             sys.executable,
