@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from scaling_tables import scaling_table  # noqa: E402
+
 DEMO = ROOT / "benchmarks" / "results" / "demo"
 ESTIMATORS = ROOT / "benchmarks" / "results" / "llm_credit_assignment_power"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -394,6 +396,7 @@ TABLES = {
     "estimators-final": estimators_final,
     "estimators-vs-grpo": estimators_vs_grpo,
     "estimators-minutes": estimators_minutes,
+    "env-server-scaling": scaling_table,
 }
 
 

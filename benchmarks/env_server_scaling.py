@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,54 +32,28 @@ from pathlib import Path
 import httpx
 import psutil
 
+from turngym.core.servers import free_port, start_server, wait_healthy
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 OUT = BENCH / "results" / "env_server_scaling"
 STEPS, SLEEP_S = 5, 1.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: server exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not come up")
-
-
 def start_serve_env(extra_env: dict | None = None, *flags: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), str(ROOT)]), **(extra_env or {})}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turngym",
-            "serve-env",
-            "--port",
-            str(port),
-            "--import",
-            "_sleep_env:register",
-            *flags,
-        ],
+    """`turngym serve-env` serving the sleeping env; its output is dropped (as OpenEnv's)."""
+    proc, url = start_server(
+        "serve-env",
+        "--import",
+        "_sleep_env:register",
+        *flags,
+        env=extra_env,
+        pythonpath=[BENCH, ROOT],
         cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        log=os.devnull,
+        timeout=120,
     )
-    wait_up(f"http://127.0.0.1:{port}/health", proc)
-    return proc, port
+    return proc, int(url.rsplit(":", 1)[1])
 
 
 def openenv_python() -> Path:
@@ -102,7 +75,7 @@ def start_openenv(max_sessions: int) -> tuple[subprocess.Popen, int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_up(f"http://127.0.0.1:{port}/health", proc)
+    wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=120)
     return proc, port
 
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
 import turngym
+from turngym.core.servers import start_server, stop_server
 from turngym.integrations.env_client import RemoteEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,31 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 class Look:
     def act(self, conversations):
         return ["look"] * len(conversations)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "turngym", "serve-env", "--port", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("server did not start")
 
 
 def single_env(env, steps: int) -> float:
@@ -85,7 +57,7 @@ def main() -> None:
     parser.add_argument("--single-steps", type=int, default=2000)
     args = parser.parse_args()
     tasks = turngym.make(args.env).task_ids()[: args.episodes]
-    servers = [start_server(), start_server()]
+    servers = [start_server("serve-env", pythonpath=[ROOT], cwd=ROOT, timeout=60) for _ in range(2)]
     try:
         urls = [url for _, url in servers]
         rows = {"env": args.env}
@@ -102,8 +74,7 @@ def main() -> None:
             rows[f"{name}_open_sessions_after"] = httpx.get(f"{url}/stats").json()["open_sessions"]
     finally:
         for proc, _ in servers:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop_server(proc)
     for key, value in rows.items():
         print(f"{key:34} {value:,.0f}" if isinstance(value, float) else f"{key:34} {value}")
     print(json.dumps(rows))

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +11,6 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("openai")
 
-import httpx  # noqa: E402
 import torch  # noqa: E402
 from policy_models import cache_env, one_torch_thread, smollm2  # noqa: E402
 
@@ -27,6 +21,7 @@ from turngym.agents.loading import load_policy  # noqa: E402
 from turngym.agents.openai_policy import OpenAIPolicy, OpenAIPolicyError, normalize_base_url  # noqa: E402
 from turngym.agents.prompts import build_messages  # noqa: E402
 from turngym.core.policy import Conversation  # noqa: E402
+from turngym.core.servers import free_port, serving  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "test-key-123"
@@ -46,12 +41,6 @@ WEATHER = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():
     with one_torch_thread():
@@ -65,60 +54,11 @@ def real():
 
 @pytest.fixture(scope="module")
 def server(real):
-    port = _free_port()
-    env = {
-        **os.environ,
-        **cache_env(),
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turngym.cli",
-            "serve-policy",
-            "--model",
-            "smollm2-135m",
-            "--port",
-            str(port),
-            "--api-key",
-            KEY,
-            "--device",
-            "cpu",
-            "--log-level",
-            "warning",
-            "--dtype",
-            "float32",
-        ],  # its log-probs are compared with float32 scoring
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve-policy exited with {proc.returncode}:\n{proc.stdout.read()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("serve-policy did not come up within 180 s")
-            time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    flags = ["--model", "smollm2-135m", "--api-key", KEY, "--device", "cpu", "--log-level", "warning"]
+    flags += ["--dtype", "float32"]  # its log-probs are compared with float32 scoring
+    env = {**cache_env(), "OMP_NUM_THREADS": "1"}
+    with serving("serve-policy", *flags, env=env, pythonpath=[ROOT], cwd=ROOT, timeout=180) as (url, _):
+        yield f"{url}/v1"
 
 
 def _call(city: str, i: int) -> dict:
@@ -237,7 +177,7 @@ def test_clear_errors(server):
         OpenAIPolicy(server, api_key=KEY).chat([{"role": "user", "content": "hi"}], temperature=-1)
     with pytest.raises(OpenAIPolicyError, match="HTTP 400: stream"):
         OpenAIPolicy(server, api_key=KEY).chat([{"role": "user", "content": "hi"}], stream=True)
-    dead = f"http://127.0.0.1:{_free_port()}/v1"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(OpenAIPolicyError, match=r"cannot connect \(after 3 attempts\)"):
         OpenAIPolicy(dead, max_retries=2, backoff=0.01).act([conv])
     with pytest.raises(ValueError, match="not an http"):

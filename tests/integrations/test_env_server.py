@@ -12,11 +12,12 @@ import httpx
 import psutil
 import pytest
 from contract_env import CounterEnv
-from env_servers import STUCK_COUNTER, env_server, env_server_process, free_port, register_stuck_counter
+from env_servers import STUCK_COUNTER, env_server, env_server_process, register_stuck_counter
 from gymnasium.utils.env_checker import check_env
 
 import turngym
 from turngym.agents import ExpertPolicy, RandomPolicy
+from turngym.core.servers import free_port
 from turngym.integrations.env_client import EnvClient, RemoteEnv, ServerError
 
 COUNTER = "turngym-tests/Counter-v0"

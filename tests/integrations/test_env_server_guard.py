@@ -4,20 +4,18 @@ or a dropped connection; tokens never reach a log; kill -9 of the server leaves 
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import psutil
 import pytest
-from env_servers import STUCK_COUNTER, SUPPORT, env_server, env_server_process, register_stuck_counter, wait_healthy
+from env_servers import STUCK_COUNTER, env_server, env_server_process, register_stuck_counter
 from fastapi.testclient import TestClient
 
+from turngym.core.servers import free_port
 from turngym.integrations.env_client import EnvClient, RemoteEnv
 from turngym.integrations.env_server.app import create_app
 from turngym.integrations.env_server.sessions import SessionStore
@@ -129,33 +127,10 @@ def test_wrong_websocket_token_is_refused_with_a_reason():
 
 
 @pytest.mark.slow
-def test_token_stays_out_of_the_access_log_and_the_docs_load_with_one():
+def test_token_stays_out_of_the_access_log_and_the_docs_load_with_one(tmp_path):
     token = "t0ken-that-must-not-be-logged"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turngym",
-            "serve-env",
-            "--port",
-            str(port),
-            "--token",
-            token,
-            "--log-level",
-            "info",
-            "--import",
-            "contract_env:register",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        wait_healthy(url, proc=proc)
+    log = tmp_path / "server.log"
+    with env_server_process("--token", token, "--log-level", "info", log=log) as (url, _):
         assert httpx.get(f"{url}/token/{token}/envs").status_code == 200
         assert httpx.get(f"{url}/token/wrong-{token}/envs").status_code == 401
         remote = RemoteEnv(f"{url}/token/{token}", COUNTER)
@@ -164,10 +139,8 @@ def test_token_stays_out_of_the_access_log_and_the_docs_load_with_one():
         docs = httpx.get(f"{url}/docs")
         assert docs.status_code == 200 and "/openapi.json" in docs.text
         assert httpx.get(f"{url}/openapi.json").json()["paths"]["/sessions"]
-    finally:
-        proc.terminate()
-        log, _ = proc.communicate(timeout=30)
-    assert "GET /envs" in log and token not in log, log  # the wrong token contains it too
+    text = log.read_text()
+    assert "GET /envs" in text and token not in text, text  # the wrong token contains it too
 
 
 def slow_server():
@@ -177,18 +150,12 @@ def slow_server():
     from turngym.core.http_guard import header_timeout_protocol
 
     app = create_app(SessionStore())
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=header_timeout_protocol())
     )
     threading.Thread(target=server.run, daemon=True).start()
     return server, port
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _answer(sock: socket.socket) -> bytes:

@@ -325,10 +325,10 @@ def test_two_processes_estimate_each_split_group_whole(tmp_path):
     import sys
     from pathlib import Path
 
-    from env_servers import free_port
     from policy_models import cache_env
 
     from turngym.core.records import Trajectory
+    from turngym.core.servers import free_port
     from turngym.trainers.advantages import ESTIMATORS, Batch
 
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))

@@ -16,9 +16,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from env_servers import free_port, serve_app, wait_healthy  # noqa: E402
+from env_servers import serve_app  # noqa: E402
 from policy_models import cache_env, tiny  # noqa: E402
 from sse_relay import create_relay  # noqa: E402
+
+from turngym.core.servers import free_port, wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VERIFIERS_REQUIREMENTS = [

@@ -5,37 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import httpx
 from contract_env import CounterEnv
 
+from turngym.core.servers import free_port, serving, wait_healthy
+
 SUPPORT = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{url} did not come up in {timeout} s")
 
 
 @contextlib.contextmanager
@@ -68,38 +46,11 @@ def env_server(token: str | None = None, **limits):
 
 
 @contextlib.contextmanager
-def env_server_process(*args: str):
-    """`turngym serve-env ARGS` as a subprocess that can serve the test envs; yields (url, process)."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turngym",
-            "serve-env",
-            "--port",
-            str(port),
-            "--import",
-            "contract_env:register",
-            *args,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc=proc)
-        yield url, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def env_server_process(*args: str, log: Path | None = None):
+    """`turngym serve-env ARGS` as a subprocess that can serve the test envs (``--import`` of this
+    folder's modules); yields (url, process). Its output goes to ``log`` when given."""
+    with serving("serve-env", "--import", "contract_env:register", *args, pythonpath=[SUPPORT], log=log) as served:
+        yield served
 
 
 class StuckCounter(CounterEnv):

@@ -89,7 +89,7 @@ def test_cli_serve_tools_http():
     import subprocess
     import sys
 
-    from env_servers import free_port, wait_healthy
+    from turngym.core.servers import free_port, wait_healthy
 
     bad = subprocess.run(
         [
