@@ -37,10 +37,20 @@ def test_sibling_credit_without_tree_rollouts_is_one_line_naming_the_field():
     with pytest.raises(ValueError) as err:
         load_config(None, ["rl.estimator=sibling", "rl.branches=0"])
     assert "\n" not in str(err.value) and "allowed: grpo, rloo, gigpo" in str(err.value)
-    with pytest.raises(ValueError, match=r"^rl\.estimator_args\.combine: 'hgpo' is not one of \['none', 'gigpo'\]"):
-        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: hgpo}"])
+    with pytest.raises(
+        ValueError, match=r"^rl\.estimator_args\.combine: 'rloo' is not one of \['none', 'gigpo', 'hgpo'\]$"
+    ):
+        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: rloo}"])
+    with pytest.raises(
+        ValueError, match=r"^rl\.estimator_args\.alpha: an option of combine: hgpo \(combine is 'none'\)$"
+    ):
+        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={alpha: 2.0}"])
     cfg = load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: gigpo}"])
     assert cfg.rl.branches == 2 and cfg.rl.branch_points == 1
+    cfg = load_config(
+        None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: hgpo, max_depth: 2}"]
+    )
+    assert cfg.rl.estimator_args == {"combine": "hgpo", "max_depth": 2}
 
 
 def test_tree_rollouts_on_an_env_without_snapshots_are_refused_before_the_model_loads():

@@ -280,9 +280,8 @@ def check_estimator_args(cfg: TrainConfig) -> None:
             f"rl.estimator: {cfg.rl.estimator!r} needs tree rollouts (rl.branches >= 1); "
             f"with rl.branches=0 allowed: {allowed}"
         )
-    combine = cfg.rl.estimator_args.get("combine", "none")
-    if combine not in sibling.COMBINE:
-        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(sibling.COMBINE)}")
+    if cfg.rl.estimator == "sibling":
+        sibling.check_options(**cfg.rl.estimator_args)
     reference = cfg.rl.estimator_args.get("reference")
     if reference not in REFERENCES:
         raise ValueError(f"rl.estimator_args.reference: {reference!r} is not one of {list(REFERENCES)}")
