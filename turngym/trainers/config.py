@@ -23,7 +23,7 @@ import yaml
 from turngym.agents.prompts import PromptConfig
 from turngym.core.fields import doc
 from turngym.core.pool import BACKENDS
-from turngym.trainers.advantages import ESTIMATORS, TREE_ESTIMATORS, empg, sibling
+from turngym.trainers.advantages import ESTIMATORS, check_tree, empg, sibling
 from turngym.trainers.advantages._common import REFERENCES
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
@@ -274,12 +274,7 @@ def check_estimator_args(cfg: TrainConfig) -> None:
             if key not in allowed:
                 what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"
                 raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
-    if cfg.rl.estimator in TREE_ESTIMATORS and cfg.rl.branches == 0:
-        allowed = ", ".join(n for n in ESTIMATOR_NAMES if n not in TREE_ESTIMATORS)
-        raise ValueError(
-            f"rl.estimator: {cfg.rl.estimator!r} needs tree rollouts (rl.branches >= 1); "
-            f"with rl.branches=0 allowed: {allowed}"
-        )
+    check_tree(cfg.rl.estimator, cfg.rl.branches)
     if cfg.rl.estimator == "sibling":
         sibling.check_options(**cfg.rl.estimator_args)
     reference = cfg.rl.estimator_args.get("reference")
