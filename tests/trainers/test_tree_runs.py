@@ -102,8 +102,9 @@ def test_a_run_with_tree_rollouts_resumes_exactly(tmp_path):
 @pytest.mark.slow
 def test_tree_rollouts_run_asynchronously_and_resume_exactly(tmp_path):
     """rl.max_lag=1: the background worker plays tree rollouts with the weights of one update
-    before, and a run stopped after update 2 resumes to the uninterrupted run's update 3."""
-    extra = ["rl.updates=3", "rl.max_lag=1", "rl.estimator_args={combine: gigpo}"]
+    before (branching once every root played a turn, rl.branch_after=1), and a run stopped after
+    update 2 resumes to the uninterrupted run's update 3."""
+    extra = ["rl.updates=3", "rl.max_lag=1", "rl.branch_after=1", "rl.estimator_args={combine: gigpo}"]
     straight = run(tmp_path, "straight", *extra)
     for r in straight[1:]:
         assert r["rollout/policy_lag"] == min(1, r["update"] - 1)
@@ -120,14 +121,25 @@ def test_tree_rollouts_run_asynchronously_and_resume_exactly(tmp_path):
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_two_processes_train_on_tree_rollouts(tmp_path):
+def test_two_processes_train_on_tree_rollouts_and_resume_exactly(tmp_path):
     """Data-parallel (torchrun, 2 CPU processes): each process grows the trees of its own tasks,
-    and rank 0 saves all of them, whole (every branch beside its root)."""
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path / 'ddp'}", "rl.updates=1", "eval.episodes=1"])
-    torchrun_train(tmp_path, cfg)
-    rows = read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
-    assert [r["update"] for r in rows] == [0, 1] and rows[-1]["processes"] == 2
-    assert rows[-1]["policy/grad_norm"] > 0
-    # 2 processes x 2 tasks x (2 roots + 2 branches)
-    assert rows[-1]["episodes"] == rows[-1]["train/episodes"] == 16 and rows[-1]["train/groups"] == 4
-    check_trees(read_jsonl(Path(cfg.run_dir) / "rollouts" / "update_0001.jsonl"), groups=4, combine="none")
+    rank 0 saves all of them whole (every branch beside its root), and a run stopped after
+    update 1 and resumed gives the uninterrupted run's update 2."""
+
+    def cfg(name: str, updates: int):
+        return load_config(None, [*BASE, f"run_dir={tmp_path / name}", f"rl.updates={updates}", "eval.every=1"])
+
+    torchrun_train(tmp_path, cfg("whole", 2))
+    rows = read_metrics(tmp_path / "whole" / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [0, 1, 2] and rows[-1]["processes"] == 2
+    assert all(r["policy/grad_norm"] > 0 for r in rows[1:])
+    for u in (1, 2):
+        # 2 processes x 2 tasks x (2 roots + 2 branches)
+        assert rows[u]["train/episodes"] == 16 and rows[u]["train/groups"] == 4
+        check_trees(read_jsonl(tmp_path / "whole" / "rollouts" / f"update_{u:04d}.jsonl"), groups=4, combine="none")
+    torchrun_train(tmp_path, cfg("parts", 1))
+    torchrun_train(tmp_path, cfg("parts", 2))
+    assert comparable(read_metrics(tmp_path / "parts" / "metrics.jsonl")) == comparable(rows)
+    assert read_jsonl(tmp_path / "parts" / "rollouts" / "update_0002.jsonl") == read_jsonl(
+        tmp_path / "whole" / "rollouts" / "update_0002.jsonl"
+    )
