@@ -46,12 +46,12 @@ def check_tree(estimator: str, branches: int) -> None:
 
 
 __all__ = [
-    "check_tree",
     "ESTIMATORS",
     "TREE_ESTIMATORS",
     "Advantages",
     "Batch",
     "Estimator",
+    "check_tree",
     "empg",
     "gigpo",
     "graph",

@@ -78,10 +78,8 @@ def hierarchy_term(
     weights = np.zeros(n)
     for k in range(max_depth + 1):
         if k > 0:
-            has = back >= 0
-            back = np.where(has, previous[np.where(has, back, 0)], -1)
-            has = back >= 0
-            context = index_of(zip(context.tolist(), np.where(has, pair[np.where(has, back, 0)], -1).tolist()))
+            back = np.where(back >= 0, previous[np.maximum(back, 0)], -1)
+            context = index_of(zip(context.tolist(), np.where(back >= 0, pair[np.maximum(back, 0)], -1).tolist()))
         count, mean, std = group_stats(returns, context, flat.valid)
         centred = returns - mean
         level = centred / (std + eps) if scale else centred

@@ -237,9 +237,9 @@ def advantages(
     if combine == "gigpo":
         sibling = [a + b for a, b in zip(sibling, step_term(trajectories, gamma=gamma, scale=scale, eps=eps))]
     elif combine == "hgpo":
-        depth, a = 4 if max_depth is None else max_depth, 1.0 if alpha is None else alpha
-        levels = hierarchy_term(trajectories, max_depth=depth, alpha=a, gamma=gamma, scale=scale, eps=eps)
-        sibling = [x + y for x, y in zip(sibling, levels)]
+        depth, weight = 4 if max_depth is None else max_depth, 1.0 if alpha is None else alpha  # hgpo's defaults
+        levels = hierarchy_term(trajectories, max_depth=depth, alpha=weight, gamma=gamma, scale=scale, eps=eps)
+        sibling = [a + b for a, b in zip(sibling, levels)]
     return [np.where(m, a + step_weight * s, 0.0).astype(np.float32) for a, s, m in zip(episode, sibling, mask)]
 
 
