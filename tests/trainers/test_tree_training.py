@@ -37,14 +37,38 @@ def test_sibling_credit_without_tree_rollouts_is_one_line_naming_the_field():
     with pytest.raises(ValueError) as err:
         load_config(None, ["rl.estimator=sibling", "rl.branches=0"])
     assert "\n" not in str(err.value) and "allowed: grpo, rloo, gigpo" in str(err.value)
-    with pytest.raises(ValueError, match=r"^rl\.estimator_args\.combine: 'hgpo' is not one of \['none', 'gigpo'\]"):
-        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: hgpo}"])
+    with pytest.raises(
+        ValueError, match=r"^rl\.estimator_args\.combine: 'rloo' is not one of \['none', 'gigpo', 'hgpo'\]$"
+    ):
+        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: rloo}"])
+    with pytest.raises(
+        ValueError, match=r"^rl\.estimator_args\.alpha: an option of combine: hgpo \(combine is 'none'\)$"
+    ):
+        load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={alpha: 2.0}"])
     cfg = load_config(None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: gigpo}"])
     assert cfg.rl.branches == 2 and cfg.rl.branch_points == 1
+    cfg = load_config(
+        None, ["rl.estimator=sibling", "rl.branches=2", "rl.estimator_args={combine: hgpo, max_depth: 2}"]
+    )
+    assert cfg.rl.estimator_args == {"combine": "hgpo", "max_depth": 2}
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "gigpo", "hgpo", "graph", "turn_gae", "hiper"])
+def test_tree_rollouts_with_an_estimator_that_cannot_credit_them_are_refused(estimator):
+    """A branch holds only its own turns: GRPO (and every estimator but sibling) would score it by
+    them alone. Root A earns 1 then 0, branch B (before turn 1) earns 0: both whole episodes
+    return 1, but grpo.advantages([A, B]) gives A +0.71 and B -0.71. Refused at load time."""
+    with pytest.raises(
+        ValueError,
+        match=rf"^rl\.estimator: '{estimator}' cannot credit tree rollouts .*; with rl\.branches=2 allowed: sibling$",
+    ):
+        load_config(None, [f"rl.estimator={estimator}", "rl.branches=2"])
 
 
 def test_tree_rollouts_on_an_env_without_snapshots_are_refused_before_the_model_loads():
-    cfg = load_config(None, ["env.id=turngym-tests/Counter-v0", "env.eval_split=test", "rl.branches=2"])
+    cfg = load_config(
+        None, ["env.id=turngym-tests/Counter-v0", "env.eval_split=test", "rl.branches=2", "rl.estimator=sibling"]
+    )
     with pytest.raises(
         ValueError, match=r"^rl\.branches: tree rollouts need env snapshots, which turngym-tests/Counter-v0"
     ):

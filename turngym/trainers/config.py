@@ -23,7 +23,7 @@ import yaml
 from turngym.agents.prompts import PromptConfig
 from turngym.core.fields import doc
 from turngym.core.pool import BACKENDS
-from turngym.trainers.advantages import ESTIMATORS, TREE_ESTIMATORS, empg, sibling
+from turngym.trainers.advantages import ESTIMATORS, check_tree, empg, sibling
 from turngym.trainers.advantages._common import REFERENCES
 
 ESTIMATOR_NAMES = tuple(ESTIMATORS)
@@ -274,15 +274,9 @@ def check_estimator_args(cfg: TrainConfig) -> None:
             if key not in allowed:
                 what = f"estimator {cfg.rl.estimator!r}" if name == "rl.estimator_args" else "EMPG"
                 raise ValueError(f"{name}.{key}: not an option of {what}; allowed: {', '.join(allowed)}")
-    if cfg.rl.estimator in TREE_ESTIMATORS and cfg.rl.branches == 0:
-        allowed = ", ".join(n for n in ESTIMATOR_NAMES if n not in TREE_ESTIMATORS)
-        raise ValueError(
-            f"rl.estimator: {cfg.rl.estimator!r} needs tree rollouts (rl.branches >= 1); "
-            f"with rl.branches=0 allowed: {allowed}"
-        )
-    combine = cfg.rl.estimator_args.get("combine", "none")
-    if combine not in sibling.COMBINE:
-        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(sibling.COMBINE)}")
+    check_tree(cfg.rl.estimator, cfg.rl.branches)
+    if cfg.rl.estimator == "sibling":
+        sibling.check_options(**cfg.rl.estimator_args)
     reference = cfg.rl.estimator_args.get("reference")
     if reference not in REFERENCES:
         raise ValueError(f"rl.estimator_args.reference: {reference!r} is not one of {list(REFERENCES)}")

@@ -16,7 +16,9 @@ are skipped; the rest are averaged with weights (k+1)^alpha:
 
     A(t) = A_E(i) + w * A_H(t)          (A_E: GRPO episode term, w = 1)
 
-A step whose level-0 group is a singleton gets A_H = 0.
+A step whose level-0 group is a singleton gets A_H = 0. ``hierarchy_term`` takes each step's
+predecessor as an argument, so tree rollouts (sibling.py, ``combine="hgpo"``) can give a branch's
+first step its ancestors' history.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from turngym.core.records import Trajectory
 from turngym.trainers.advantages._common import (
     EPS,
+    Flat,
     flatten,
     group_stats,
     index_of,
@@ -48,19 +51,35 @@ def advantages(
 ) -> list[np.ndarray]:
     flat = flatten(trajectories)
     episode = episode_advantage(trajectories, scale=scale, eps=eps)[flat.traj]
-    returns = step_returns(flat, gamma)
+    previous = np.where(flat.turn > 0, np.arange(len(flat.turn)) - 1, -1)
+    step = hierarchy_term(flat, step_returns(flat, gamma), previous, max_depth, alpha, scale, eps)
+    return unflatten(where_scorable(episode + step_weight * step, flat), flat)
+
+
+def hierarchy_term(
+    flat: Flat,
+    returns: np.ndarray,
+    previous: np.ndarray,
+    max_depth: int = 4,
+    alpha: float = 1.0,
+    scale: bool = True,
+    eps: float = EPS,
+) -> np.ndarray:
+    """A_H per step row. ``previous[r]`` is the row of the step taken just before row r's in its
+    history, -1 at the history's start: within one episode the row above; in a tree rollout a
+    branch's first step continues its parent's history (``sibling.combine="hgpo"``)."""
     n = len(returns)
-    # Context ids built level by level: c_k(t) = (c_{k-1}(t), s_{t-k}, a_{t-k}) when t >= k,
-    # else c_{k-1}(t). Integer ids keep each level one dict pass.
+    # Context ids built level by level: c_k(t) = (c_{k-1}(t), s_{t-k}, a_{t-k}) when the history
+    # reaches back k steps, else c_{k-1}(t). Integer ids keep each level one dict pass.
     pair = index_of(zip(flat.state, flat.action))  # id of (s_t, a_t)
     context = index_of(zip(flat.group.tolist(), flat.state))  # level 0
+    back = np.arange(n)  # the row k steps back in the history (-1: the history is shorter)
     weighted = np.zeros(n)
     weights = np.zeros(n)
     for k in range(max_depth + 1):
         if k > 0:
-            has = flat.turn >= k
-            back = np.where(has, np.arange(n) - k, 0)
-            context = index_of(zip(context.tolist(), np.where(has, pair[back], -1).tolist()))
+            back = np.where(back >= 0, previous[np.maximum(back, 0)], -1)
+            context = index_of(zip(context.tolist(), np.where(back >= 0, pair[np.maximum(back, 0)], -1).tolist()))
         count, mean, std = group_stats(returns, context, flat.valid)
         centred = returns - mean
         level = centred / (std + eps) if scale else centred
@@ -68,8 +87,7 @@ def advantages(
         w = (k + 1.0) ** alpha
         weighted += np.where(use, w * level, 0.0)
         weights += np.where(use, w, 0.0)
-    step = np.divide(weighted, weights, out=np.zeros(n), where=weights > 0)
-    return unflatten(where_scorable(episode + step_weight * step, flat), flat)
+    return np.divide(weighted, weights, out=np.zeros(n), where=weights > 0)
 
 
 ESTIMATOR = Estimator(

@@ -42,6 +42,13 @@ siblings, plus states the group's episodes revisit anywhere else):
 
     A(t) = A_E(j) + w * (A_sib(t) + A_S(t))
 
+and ``combine="hgpo"`` HGPO's level-weighted term A_H over the tree (``max_depth`` K = 4,
+``alpha`` = 1, as in hgpo.py), whose level-k context of a step reaches back along the node's
+path: a branch's first k steps see their ancestors' last (state, action) pairs before the branch
+turn, so the siblings at a branch point share every level of context:
+
+    A(t) = A_E(j) + w * (A_sib(t) + A_H(t))
+
 Unscorable nodes count in no group and get 0.
 """
 
@@ -50,8 +57,10 @@ from __future__ import annotations
 import numpy as np
 
 from turngym.core.records import Trajectory
+from turngym.trainers.advantages import hgpo
 from turngym.trainers.advantages._common import (
     EPS,
+    Flat,
     flatten,
     index_of,
     normalize_in_groups,
@@ -62,8 +71,9 @@ from turngym.trainers.advantages._common import (
 from turngym.trainers.advantages.estimator import Estimator, step_only
 from turngym.trainers.advantages.gigpo import step_term
 
-#: what ``combine`` may add to the sibling term: nothing, or GiGPO's anchor-state step term
-COMBINE = ("none", "gigpo")
+#: what ``combine`` may add to the sibling term: nothing, GiGPO's anchor-state step term, or
+#: HGPO's context hierarchy over the tree's histories
+COMBINE = ("none", "gigpo", "hgpo")
 
 
 def tree_of(trajectories: list[Trajectory]) -> tuple[list[int | None], list[int]]:
@@ -158,6 +168,50 @@ def episode_returns(trajectories: list[Trajectory]) -> np.ndarray:
     return np.array([prefix_of(i) + float(own[i].sum()) for i in range(len(trajectories))])
 
 
+def tree_previous(trajectories: list[Trajectory], flat: Flat) -> np.ndarray:
+    """Per step row, the row of the step before it on its node's path from the root (-1 at turn
+    0): the row above, except at a branch's first step (turn b), whose history is its ancestors'
+    steps before b."""
+    parents, starts = tree_of(trajectories)
+
+    def row_at(node: int | None, turn: int) -> int:
+        while node is not None and turn < starts[node]:
+            node = parents[node]
+        return -1 if node is None or turn < 0 else int(flat.starts[node]) + turn - starts[node]
+
+    previous = np.arange(len(flat.turn)) - 1
+    for i, t in enumerate(trajectories):
+        if t.steps:
+            previous[flat.starts[i]] = row_at(parents[i], starts[i] - 1)
+    return previous
+
+
+def hierarchy_term(
+    trajectories: list[Trajectory],
+    max_depth: int = 4,
+    alpha: float = 1.0,
+    gamma: float = 0.95,
+    scale: bool = True,
+    eps: float = EPS,
+) -> list[np.ndarray]:
+    """HGPO's A_H over a tree: level-k contexts reach back along each node's path, through its
+    ancestors' steps before its branch turn, so the siblings at a branch point share every level."""
+    flat = flatten(trajectories)
+    returns = step_returns(flat, gamma)
+    term = hgpo.hierarchy_term(flat, returns, tree_previous(trajectories, flat), max_depth, alpha, scale, eps)
+    return unflatten(where_scorable(term, flat), flat)
+
+
+def check_options(combine: str = "none", max_depth=None, alpha=None, **_) -> None:
+    """One-line errors for ``rl.estimator_args``: ``combine`` among COMBINE; HGPO's options
+    only with ``combine: hgpo``."""
+    if combine not in COMBINE:
+        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(COMBINE)}")
+    for name, value in (("max_depth", max_depth), ("alpha", alpha)):
+        if value is not None and combine != "hgpo":
+            raise ValueError(f"rl.estimator_args.{name}: an option of combine: hgpo (combine is {combine!r})")
+
+
 def advantages(
     trajectories: list[Trajectory],
     gamma: float = 0.95,
@@ -165,9 +219,10 @@ def advantages(
     scale: bool = True,
     eps: float = EPS,
     combine: str = "none",
+    max_depth: int | None = None,
+    alpha: float | None = None,
 ) -> list[np.ndarray]:
-    if combine not in COMBINE:
-        raise ValueError(f"rl.estimator_args.combine: {combine!r} is not one of {list(COMBINE)}")
+    check_options(combine, max_depth, alpha)
     parents, _ = tree_of(trajectories)
 
     def root(i: int) -> int:
@@ -181,7 +236,15 @@ def advantages(
     sibling = sibling_term(trajectories, gamma=gamma, scale=scale, eps=eps)
     if combine == "gigpo":
         sibling = [a + b for a, b in zip(sibling, step_term(trajectories, gamma=gamma, scale=scale, eps=eps))]
+    elif combine == "hgpo":
+        depth, weight = 4 if max_depth is None else max_depth, 1.0 if alpha is None else alpha  # hgpo's defaults
+        levels = hierarchy_term(trajectories, max_depth=depth, alpha=weight, gamma=gamma, scale=scale, eps=eps)
+        sibling = [a + b for a, b in zip(sibling, levels)]
     return [np.where(m, a + step_weight * s, 0.0).astype(np.float32) for a, s, m in zip(episode, sibling, mask)]
 
 
-ESTIMATOR = Estimator("sibling", step_only(advantages), options=("gamma", "step_weight", "scale", "eps", "combine"))
+ESTIMATOR = Estimator(
+    "sibling",
+    step_only(advantages),
+    options=("gamma", "step_weight", "scale", "eps", "combine", "max_depth", "alpha"),
+)
