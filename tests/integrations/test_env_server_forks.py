@@ -91,6 +91,28 @@ def test_a_kept_snapshot_opens_sessions_in_its_state_and_is_checked():
         client.close()
 
 
+def test_kept_snapshots_are_capped_in_bytes_too():
+    """A client must not fill the server's memory with snapshots: the bytes kept are capped as well."""
+    with env_server(max_snapshot_mb=0.01) as (url, store):  # 10,485 bytes
+        client = EnvClient(url)
+        sid = client.create(HOUSE)["session_id"]
+        client.reset(sid, seed=0)
+        kept = [client.snapshot(sid) for _ in range(6)]
+        size = kept[0]["nbytes"]
+        assert 0 < size <= 10_485
+        assert len(store.snapshots) == 10_485 // size < 6  # the oldest were dropped
+        assert list(store.snapshots) == [k["snapshot_id"] for k in kept[-len(store.snapshots) :]]
+        client.close()
+    with env_server(max_snapshot_mb=size / 2**20 / 2) as (url, store):
+        client = EnvClient(url)
+        sid = client.create(HOUSE)["session_id"]
+        client.reset(sid, seed=0)
+        with pytest.raises(ServerError, match=r"^413: snapshot: [\d,]+ bytes, more than the server keeps"):
+            client.snapshot(sid)
+        assert not store.snapshots
+        client.close()
+
+
 def test_envs_without_snapshots_and_sessions_before_reset_get_one_line():
     with env_server() as (url, _):
         client = EnvClient(url)

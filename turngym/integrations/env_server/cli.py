@@ -43,6 +43,13 @@ def add_arguments(p) -> None:
         help="snapshots kept for clients (POST /sessions/ID/snapshot); past it the oldest is dropped",
     )
     p.add_argument(
+        "--max-snapshot-mb",
+        type=float,
+        default=1024.0,
+        help="the kept snapshots' bytes together, in MiB; past it the oldest are dropped, and a larger "
+        "snapshot is refused (413)",
+    )
+    p.add_argument(
         "--isolate-all",
         action="store_true",
         help="a process per session for every env, also those that declare shares_process = True "
@@ -99,6 +106,7 @@ def run(args) -> int:
             max_action_chars=args.max_action_chars,
             isolate_all=args.isolate_all,
             max_snapshots=args.max_snapshots,
+            max_snapshot_mb=args.max_snapshot_mb,
         )
     except ValueError as e:
         raise CLIError("--" + str(e).replace("_s:", ":").replace("_", "-")) from None

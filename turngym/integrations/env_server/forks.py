@@ -34,10 +34,19 @@ async def _take(store: SessionStore, session_id: str, timeout_s: float | None = 
 async def snapshot(store: SessionStore, session_id: str, timeout_s: float | None = None) -> dict[str, Any]:
     """Keep the session's state here; the answer names it (``snapshot_id``)."""
     kept = await _take(store, session_id, timeout_s)
+    limit = store.limits.max_snapshot_mb * 2**20
+    if kept.snapshot.nbytes > limit:
+        raise SessionError(
+            413,
+            f"snapshot: {kept.snapshot.nbytes:,} bytes, more than the server keeps "
+            f"(max_snapshot_mb={store.limits.max_snapshot_mb:g})",
+        )
     snapshot_id = uuid.uuid4().hex
     store.snapshots[snapshot_id] = kept
-    while len(store.snapshots) > store.limits.max_snapshots:
-        store.snapshots.popitem(last=False)
+    kept_bytes = sum(k.snapshot.nbytes for k in store.snapshots.values())
+    while len(store.snapshots) > store.limits.max_snapshots or kept_bytes > limit:
+        _, dropped = store.snapshots.popitem(last=False)  # the oldest first
+        kept_bytes -= dropped.snapshot.nbytes
     return {
         "snapshot_id": snapshot_id,
         "env_id": kept.env_id,

@@ -32,12 +32,13 @@ class ServerLimits:
     max_action_chars: int = 100_000
     isolate_all: bool = False  # a process per session even for envs that declare shares_process
     max_snapshots: int = 4096  # snapshots kept for clients; past it the oldest is dropped
+    max_snapshot_mb: float = 1024.0  # their bytes together; past it too (a count alone lets a client fill memory)
 
     def __post_init__(self):
         for name in ("max_sessions", "max_action_chars", "max_snapshots"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("step_timeout_s", "idle_timeout_s"):
+        for name in ("step_timeout_s", "idle_timeout_s", "max_snapshot_mb"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
 
