@@ -178,7 +178,6 @@ def rl_run(args, out: Path, arm: str, seed: int) -> dict:
 
     from turngym.core.records import read_jsonl
     from turngym.core.runs import read_metrics
-    from turngym.core.stats import paired_outcomes
     from turngym.trainers.config import load_config
     from turngym.trainers.loop import train
 
@@ -211,8 +210,6 @@ def rl_run(args, out: Path, arm: str, seed: int) -> dict:
     updates = len(rows)
     trajs = [t for u in range(1, updates + 1) for t in read_jsonl(run_dir / "rollouts" / f"update_{u:04d}.jsonl")]
     final = run_dir / "eval" / f"update_{updates:04d}.jsonl"
-    sft_file = out / ("sft" if args.split == "valid_seen" else f"sft-{args.split}") / "eval" / "update_0000.jsonl"
-    pair = paired_outcomes(sft_file, final)
     data = {
         "estimator": arm,  # the key llm_credit_assignment.versus pairs on
         "arm": arm,
@@ -238,7 +235,6 @@ def rl_run(args, out: Path, arm: str, seed: int) -> dict:
         "dtype": compute_dtype(),
         "versions": versions(),
         "eval": {str(updates): rows[-1].get("eval/success_rate")},
-        "vs_sft": None if pair is None else dict(zip(("gained", "lost", "episodes"), pair)),
         "outcomes": {str(updates): outcomes(final)},
     }
     (run_dir / "result.json").write_text(json.dumps(data, indent=1))
@@ -296,6 +292,20 @@ def load_runs(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((results / "runs").glob("*.json"))]
 
 
+def against_sft(run: dict, sft: dict | None) -> dict | None:
+    """The run's final held-out episodes against the shared start's (kept in ``sft.json``), task by
+    task: gained, lost, paired; None when the start was not evaluated on these tasks."""
+    start = [(t, ok) for t, ok, *_ in (sft or {}).get("episodes") or []]
+    final = [tuple(e) for e in run["outcomes"][str(run["updates"])]]
+    if not start or [t for t, _ in start] != [t for t, _ in final]:
+        return None
+    return {
+        "gained": sum(b and not a for (_, a), (_, b) in zip(start, final)),
+        "lost": sum(a and not b for (_, a), (_, b) in zip(start, final)),
+        "episodes": len(final),
+    }
+
+
 def summarize(runs: list[dict], sft: dict | None, arms: list[str]) -> dict:
     """Per arm: seeds, final held-out success (mean, t half-width), budget use; per arm against
     GRPO: ``versus`` with Holm's adjusted p over the comparisons made."""
@@ -311,7 +321,8 @@ def summarize(runs: list[dict], sft: dict | None, arms: list[str]) -> dict:
                 "seeds": sorted(r["seed"] for r in mine),
                 "final": mean,
                 "ci": half,
-                "vs_sft": [r["vs_sft"] for r in mine],
+                "vs_sft": [against_sft(r, sft) for r in mine],
+                "load": [r["load_before"][0] for r in mine],
                 **{k: [r[k] for r in mine] for k in ("updates", "episodes", "trained_turns", "rl_wall_s", "rl_cpu_s")},
             }
         )
@@ -326,8 +337,8 @@ def show(summary: dict, split: str) -> None:
     """The two tables, in Markdown."""
     print(f"\n{split}: shared SFT start {summary['sft']}")
     print("| arm | seeds | held-out success (mean, 95% t-CI) | gained / lost vs SFT | updates | episodes | "
-          "trained turns | RL wall s | RL CPU s |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "trained turns | RL wall s | RL CPU s | load average at start |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in summary["rows"]:
         ci = "n/a" if r["ci"] != r["ci"] else f"+- {r['ci']:.3f}"
         vs = ", ".join("?" if c is None else f"+{c['gained']}/-{c['lost']}" for c in r["vs_sft"])
@@ -337,7 +348,8 @@ def show(summary: dict, split: str) -> None:
         }
         print(
             f"| {r['arm']} | {len(r['seeds'])} | {r['final']:.3f} {ci} | {vs} | {span['updates']} | "
-            f"{span['episodes']} | {span['trained_turns']} | {span['rl_wall_s']} | {span['rl_cpu_s']} |"
+            f"{span['episodes']} | {span['trained_turns']} | {span['rl_wall_s']} | {span['rl_cpu_s']} | "
+            f"{min(r['load']):.1f}-{max(r['load']):.1f} |"
         )
     print("\nagainst GRPO, task by task at each seed, pooled:")
     print("| arm | seeds | mean difference (95% t-CI) | gained / lost | sign test p | Holm p | "
@@ -400,10 +412,13 @@ def main() -> None:
         r = rl_run(args, out, arm, int(seed))
         print(f"{arm} seed {seed}: {r['updates']} updates, {r['episodes']} episodes, eval {r['eval']}", flush=True)
         return
-    sft = start(args, out)
-    print(f"start on {args.split}: {sft['after_sft']} ({sft['seconds']:.0f} s)", flush=True)
+    if args.split == "valid_seen":  # the runs start from the SFT stage's model
+        sft = start(args, out)
+        print(f"start on {args.split}: {sft['after_sft']} ({sft['seconds']:.0f} s)", flush=True)
     for seed in [int(s) for s in args.seeds.split(",") if s]:
         side_by_side(args, out, seed)
+    if args.split != "valid_seen":  # the start's evaluation on this split: context, after the runs
+        start(args, out)
     report(args)
 
 
