@@ -177,30 +177,38 @@ def settle(port: int, timeout: float = 60.0) -> None:
 def scaling(sizes: list[int]) -> list[dict]:
     from _sleep_env import SLEEP_ENV
 
-    rows = []
-    light, light_port = start_serve_env()
-    isolated, isolated_port = start_serve_env(None, "--isolate-all")
-    openenv_proc, openenv_port = start_openenv(max(sizes))
-    servers = [
-        ("turngym (default: light)", light, f"ws://127.0.0.1:{light_port}/openenv/{SLEEP_ENV}/ws"),
-        ("turngym --isolate-all", isolated, f"ws://127.0.0.1:{isolated_port}/openenv/{SLEEP_ENV}/ws"),
-        ("openenv-core 0.3.0", openenv_proc, f"ws://127.0.0.1:{openenv_port}/ws"),
-    ]
+    started: list[subprocess.Popen] = []  # all stopped at the end, also when a later one fails to start
     try:
-        for _name, proc, url in servers:  # warm up: the spawner, the first host, imports
-            asyncio.run(run_n(url, 2, proc.pid))
-        for n in sizes:
-            for name, proc, url in servers:
-                row = {"server": name, **asyncio.run(run_n(url, n, proc.pid))}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-                settle(light_port)
-                settle(isolated_port)
-                time.sleep(2)
+        light, light_port = start_serve_env()
+        started.append(light)
+        isolated, isolated_port = start_serve_env(None, "--isolate-all")
+        started.append(isolated)
+        openenv_proc, openenv_port = start_openenv(max(sizes))
+        started.append(openenv_proc)
+        servers = [
+            ("turngym (default: light)", light, f"ws://127.0.0.1:{light_port}/openenv/{SLEEP_ENV}/ws"),
+            ("turngym --isolate-all", isolated, f"ws://127.0.0.1:{isolated_port}/openenv/{SLEEP_ENV}/ws"),
+            ("openenv-core 0.3.0", openenv_proc, f"ws://127.0.0.1:{openenv_port}/ws"),
+        ]
+        return measure(sizes, servers, (light_port, isolated_port))
     finally:
-        for proc in (light, isolated, openenv_proc):
+        for proc in started:
             proc.terminate()
             proc.wait(30)
+
+
+def measure(sizes: list[int], servers: list[tuple], settle_ports: tuple[int, ...]) -> list[dict]:
+    rows = []
+    for _name, proc, url in servers:  # warm up: the spawner, the first host, imports
+        asyncio.run(run_n(url, 2, proc.pid))
+    for n in sizes:
+        for name, proc, url in servers:
+            row = {"server": name, **asyncio.run(run_n(url, n, proc.pid))}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            for port in settle_ports:
+                settle(port)
+            time.sleep(2)
     return rows
 
 

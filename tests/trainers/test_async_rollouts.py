@@ -5,7 +5,6 @@ for a seed, and resume exactly)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,9 @@ pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
 from policy_models import one_torch_thread  # noqa: E402
+from trainer_runs import comparable, train_run  # noqa: E402
 
 from turngym.core.records import read_jsonl  # noqa: E402
-from turngym.core.runs import read_metrics  # noqa: E402
 from turngym.trainers.config import describe, load_config  # noqa: E402
 from turngym.trainers.losses import clipped_policy_loss, truncated_is_weight  # noqa: E402
 
@@ -50,16 +49,7 @@ def one_thread():
 
 
 def run(tmp_path, name: str, *extra: str, stop_after: int | None = None) -> list[dict]:
-    from turngym.trainers.loop import train
-
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path / name}", *extra])
-    train(cfg, log=lambda _: None, stop_after=stop_after)
-    return read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    """Metrics without wall-clock figures."""
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+    return train_run(tmp_path / name, [*BASE, *extra], stop_after)
 
 
 # ----- the correction --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ pytest.importorskip("transformers")
 
 import trainer_envs  # noqa: E402  (registers the test envs)
 from policy_models import one_torch_thread  # noqa: E402
+from trainer_runs import comparable  # noqa: E402
 
 from turngym.core.runs import read_metrics  # noqa: E402
 from turngym.trainers.config import load_config  # noqa: E402
@@ -150,10 +151,6 @@ def multi_turn_failures(rows: list[dict]) -> dict[str, list[str]]:
                 f"max |ratio - 1| {r['policy/first_ratio_max_dev']:.4f}"
             )
     return {"learning": learning, "ratio": ratio}
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 @pytest.mark.slow

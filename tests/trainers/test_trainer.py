@@ -21,6 +21,7 @@ pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
 from policy_models import one_torch_thread  # noqa: E402
+from trainer_runs import comparable  # noqa: E402
 
 from turngym.core.collect import parse_spans  # noqa: E402
 from turngym.core.policy import Completion  # noqa: E402
@@ -59,11 +60,6 @@ def one_thread():
 
 def cfg_for(tmp_path, *extra: str, name: str = "run") -> TrainConfig:
     return load_config(None, [*BASE, f"run_dir={tmp_path / name}", *extra])
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    """Metrics without wall-clock figures."""
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 # ----- config ------------------------------------------------------------------------------

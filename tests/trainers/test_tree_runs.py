@@ -4,8 +4,6 @@ branching counter."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,6 +13,7 @@ pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402  (registers the branching counter)
 from policy_models import one_torch_thread  # noqa: E402
+from trainer_runs import comparable, train_run  # noqa: E402
 
 from tests.trainers.test_trainer import torchrun_train  # noqa: E402
 from turngym.core.records import Trajectory, read_jsonl  # noqa: E402
@@ -53,16 +52,7 @@ def one_thread():
 
 
 def run(tmp_path, name: str, *extra: str, stop_after: int | None = None) -> list[dict]:
-    from turngym.trainers.loop import train
-
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path / name}", *extra])
-    train(cfg, log=lambda _: None, stop_after=stop_after)
-    return read_metrics(Path(cfg.run_dir) / "metrics.jsonl")
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    """Metrics without wall-clock figures."""
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+    return train_run(tmp_path / name, [*BASE, *extra], stop_after)
 
 
 def check_trees(trajs: list[Trajectory], groups: int, combine: str) -> None:
