@@ -21,7 +21,7 @@ pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402,F401  (registers the shaped counter)
 from policy_models import one_torch_thread  # noqa: E402
-from trainer_runs import comparable  # noqa: E402
+from trainer_runs import comparable, torchrun_train  # noqa: E402
 
 from turngym.core.collect import parse_spans  # noqa: E402
 from turngym.core.policy import Completion  # noqa: E402
@@ -800,40 +800,6 @@ def test_the_printed_evaluation_command_replays_the_demos_last_evaluation(tmp_pa
     for t in again:
         assert [s.action for s in t.steps] == [s.action for s in played[t.task_id].steps]
         assert t.success == played[t.task_id].success
-
-
-def torchrun_train(tmp_path, cfg, processes: int = 2) -> str:
-    config_file = tmp_path / f"{Path(cfg.run_dir).name}-{cfg.rl.updates}.yaml"
-    config_file.write_text(json.dumps(cfg.to_dict()))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "support"), os.environ.get("PYTHONPATH", "")]),
-    }
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(processes),
-            "-m",
-            "turngym",
-            "train",
-            "--config",
-            str(config_file),
-            "--env-module",
-            "trainer_envs",
-        ],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 @pytest.mark.slow

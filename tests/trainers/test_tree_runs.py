@@ -13,9 +13,8 @@ pytest.importorskip("peft")
 
 import trainer_envs  # noqa: E402  (registers the branching counter)
 from policy_models import one_torch_thread  # noqa: E402
-from trainer_runs import comparable, train_run  # noqa: E402
+from trainer_runs import comparable, torchrun_train, train_run  # noqa: E402
 
-from tests.trainers.test_trainer import torchrun_train  # noqa: E402
 from turngym.core.records import Trajectory, read_jsonl  # noqa: E402
 from turngym.core.runs import read_metrics  # noqa: E402
 from turngym.trainers.advantages import sibling  # noqa: E402
