@@ -327,6 +327,16 @@ def test_cli_rejects_bad_limits_in_one_line():
     assert out.stderr.strip() == "turngym serve-env: --max-sessions: must be >= 1, got 0"
 
 
+@pytest.mark.parametrize("field", ["step_timeout_s", "idle_timeout_s", "max_snapshot_mb"])
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan")])
+def test_limits_refuse_non_positive_and_nan(field, value):
+    """nan passed a `<= 0` check and then disabled the limit (every comparison with it is false)."""
+    from turngym.integrations.env_server.sessions import ServerLimits
+
+    with pytest.raises(ValueError, match=f"^{field}: must be > 0, got {value}$"):
+        ServerLimits(**{field: value})
+
+
 def wait_for(condition, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while not condition() and time.monotonic() < deadline:

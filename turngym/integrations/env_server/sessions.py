@@ -39,7 +39,7 @@ class ServerLimits:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         for name in ("step_timeout_s", "idle_timeout_s", "max_snapshot_mb"):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:  # written so that nan is refused too (nan <= 0 is false)
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
 
 
